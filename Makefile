@@ -1,0 +1,41 @@
+# The README's two commands, `make demo` and `make test`, each do the whole set-up first:
+# a virtual environment in .venv/, the package with its dev extras, and the JVM jars from Maven in .jars/.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+INSTALLED := $(VENV)/.installed
+JARS := .jars/.copied
+
+.PHONY: setup jars demo test test-long lint ui clean
+
+setup: $(INSTALLED) $(JARS)
+
+$(INSTALLED): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e '.[dev]'
+	touch $@
+
+jars: $(JARS)
+$(JARS): jvm/pom.xml
+	rm -rf .jars
+	cd jvm && mvn --batch-mode --quiet dependency:copy-dependencies
+	touch $@
+
+demo: setup
+	$(BIN)/python -m dv_assets.demo
+
+test: setup lint
+	$(BIN)/pytest -m "not slow"
+
+# Longer randomized DML histories; not part of `make test`.
+test-long: setup
+	$(BIN)/pytest -m slow
+
+lint: $(INSTALLED)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+clean:
+	rm -rf $(VENV) .jars .dvmirror .dagster_home .pytest_cache
