@@ -30,7 +30,7 @@ SPARK_PACKAGES = (
 
 @dataclass(frozen=True)
 class CatalogLocation:
-    """Where the Iceberg catalog lives: a sqlite file (JDBC for Java, SQLAlchemy for pyiceberg) and a warehouse."""
+    """The Iceberg catalog: a sqlite file (JDBC for Java, SQLAlchemy for pyiceberg) and a warehouse."""
 
     sqlite_path: Path
     warehouse: Path

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -19,6 +18,7 @@ from resources.spark import ICEBERG_CATALOG_NAME
 DELTA_VERSION_PROPERTY = "dvmirror.delta-version"
 DELTA_TABLE_PROPERTY = "dvmirror.delta-table"
 DELTA_TABLE_ID_PROPERTY = "dvmirror.delta-table-id"
+NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
 
 
 @dataclass
@@ -31,13 +31,15 @@ class VersionCommit:
     remove_data_files: list[dict] = field(default_factory=list)
     add_delete_files: list[dict] = field(default_factory=list)
     remove_delete_files: list[dict] = field(default_factory=list)
-    schema_json: dict | None = None  # set when the Delta schema changed: union by name into the table
-    properties: dict[str, str] = field(default_factory=dict)
+    # Set when the Delta schema changed: the table's new schema, field ids exactly as given, and the
+    # name mapping that goes with it.
+    schema_json: dict | None = None
+    name_mapping: list | None = None
 
 
 @dataclass(frozen=True)
 class NewTable:
-    """What creating the mirror table needs; created in the same transaction as its first snapshot."""
+    """What creating the mirror table needs."""
 
     schema_json: dict
     partition_spec_json: dict
@@ -114,28 +116,51 @@ class IcebergJava:
         node = self._iceberg.util.JsonUtil.mapper().readTree(json.dumps(as_json))
         return self._iceberg.ContentFileParser.fromJson(node, spec)
 
-    def commit(self, table_name: str, commit: VersionCommit, new_table: NewTable | None = None) -> int:
-        """Commit one Delta version as one snapshot; returns its snapshot id. All or nothing."""
+    def default_location(self, table_name: str) -> str:
+        """Where the JDBC catalog would put the table: `<warehouse>/<namespace…>/<name>`."""
+        warehouse = self._spark.conf.get(f"spark.sql.catalog.{ICEBERG_CATALOG_NAME}.warehouse").rstrip("/")
+        return "/".join([warehouse, *table_name.split(".")])
+
+    def create(self, table_name: str, new_table: NewTable, location: str) -> None:
+        """Create the (empty) mirror table with the schema's field ids exactly as given.
+
+        `Catalog.createTable` would renumber every field; Delta's column-mapping ids must survive, since
+        Parquet files written with field ids are read by id. So the metadata is built here, written as the
+        table's first metadata file, and registered with the catalog.
+        """
         iceberg = self._iceberg
-        if new_table is not None:
-            schema = iceberg.SchemaParser.fromJson(json.dumps(new_table.schema_json))
-            spec = iceberg.PartitionSpecParser.fromJson(schema, json.dumps(new_table.partition_spec_json))
-            props = self._jvm.java.util.HashMap()
-            for key, value in new_table.properties.items():
-                props.put(key, value)
-            txn = self._catalog.newCreateTableTransaction(self._identifier(table_name), schema, spec, props)
-        else:
-            table = self._catalog.loadTable(self._identifier(table_name))
-            txn = table.newTransaction()
+        schema = iceberg.SchemaParser.fromJson(json.dumps(new_table.schema_json))
+        spec = iceberg.PartitionSpecParser.fromJson(schema, json.dumps(new_table.partition_spec_json))
+        props = self._jvm.java.util.HashMap()
+        for key, value in new_table.properties.items():
+            props.put(key, value)
+        metadata = (
+            iceberg.TableMetadata.buildFromEmpty(int(new_table.properties.get("format-version", "2")))
+            .assignUUID()
+            .setLocation(location)
+            .setCurrentSchema(schema, schema.highestFieldId())
+            .setDefaultPartitionSpec(spec)
+            .setDefaultSortOrder(iceberg.SortOrder.unsorted())
+            .setProperties(props)
+            .build()
+        )
+        io = iceberg.hadoop.HadoopFileIO(self._spark._jsc.hadoopConfiguration())
+        metadata_file = f"{location}/metadata/00000-{self._jvm.java.util.UUID.randomUUID()}.metadata.json"
+        iceberg.TableMetadataParser.write(metadata, io.newOutputFile(metadata_file))
+        ident = self._identifier(table_name)
+        if not self._catalog.namespaceExists(ident.namespace()):
+            self._catalog.createNamespace(ident.namespace())
+        self._catalog.registerTable(ident, metadata_file)
+
+    def commit(self, table_name: str, commit: VersionCommit) -> tuple[int, dict]:
+        """Commit one Delta version as one snapshot, all or nothing: (snapshot id, table schema JSON)."""
+        iceberg = self._iceberg
+        txn = self._catalog.loadTable(self._identifier(table_name)).newTransaction()
 
         if commit.schema_json is not None:
-            new_schema = iceberg.SchemaParser.fromJson(json.dumps(commit.schema_json))
-            txn.updateSchema().unionByNameWith(new_schema).commit()
-        if commit.properties:
-            update = txn.updateProperties()
-            for key, value in commit.properties.items():
-                update = update.set(key, value)
-            update.commit()
+            self._set_schema(txn, commit.schema_json)
+        if commit.name_mapping is not None:
+            txn.updateProperties().set(NAME_MAPPING_PROPERTY, json.dumps(commit.name_mapping)).commit()
 
         spec = txn.table().spec()
         row_delta = txn.newRowDelta()
@@ -157,7 +182,29 @@ class IcebergJava:
             row_delta = row_delta.set(key, value)
         row_delta.commit()
         txn.commitTransaction()
-        return int(txn.table().currentSnapshot().snapshotId())
+        table = txn.table()
+        planned = (
+            None
+            if commit.schema_json is None
+            else iceberg.SchemaParser.fromJson(json.dumps(commit.schema_json))
+        )
+        if planned is not None and not table.schema().sameSchema(planned):
+            raise RuntimeError(
+                f"{table_name}: the committed schema is not the planned one (concurrent change?)"
+            )
+        return int(table.currentSnapshot().snapshotId()), self.schema_json(table)
 
-    def schema_after(self, table_name: str) -> dict[str, Any]:
-        return self.schema_json(self._catalog.loadTable(self._identifier(table_name)))
+    def _set_schema(self, txn, schema_json: dict) -> None:
+        """Make `schema_json` the current schema inside the transaction, keeping its field ids.
+
+        `UpdateSchema` would number new columns itself; Delta's column-mapping ids must survive, so the
+        transaction's own table operations get the new metadata (committed with the snapshot).
+        """
+        iceberg = self._iceberg
+        ops = txn.table().operations()
+        base = ops.current()
+        schema = iceberg.SchemaParser.fromJson(json.dumps(schema_json))
+        last_column_id = max(base.lastColumnId(), schema.highestFieldId())
+        ops.commit(
+            base, iceberg.TableMetadata.buildFrom(base).setCurrentSchema(schema, last_column_id).build()
+        )

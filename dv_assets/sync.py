@@ -1,0 +1,324 @@
+"""sync_table(): mirror every Delta version not yet mirrored, each as one Iceberg snapshot.
+
+Delta log → plan of changes (`plan.py`) → delete files written (Puffin for v3, Parquet for v2) →
+one Iceberg transaction (`iceberg/commit.py`). A failure at any step leaves the Iceberg table at its
+last mirrored version and removes what this run wrote; the next run starts again from there.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+
+from dv_assets.delta.actions import AddFile, Metadata
+from dv_assets.delta.paths import table_root_of
+from dv_assets.delta.replay import DeltaTable, VersionChange
+from dv_assets.dv.reader import DVTask, VerifiedDV, convert_dv_batch, filesystem_and_path
+from dv_assets.errors import MirrorInputError
+from dv_assets.iceberg import content_files
+from dv_assets.iceberg import metrics as iceberg_metrics
+from dv_assets.iceberg import schema as iceberg_schema
+from dv_assets.iceberg.commit import (
+    DELTA_TABLE_ID_PROPERTY,
+    DELTA_TABLE_PROPERTY,
+    NAME_MAPPING_PROPERTY,
+    IcebergJava,
+    NewTable,
+    VersionCommit,
+)
+from dv_assets.iceberg.layout import MirrorLayout
+from dv_assets.iceberg.position_deletes import write_position_delete_file
+from dv_assets.iceberg.puffin import DVBlob, build_puffin
+from dv_assets.plan import MirrorPlan, plan_version
+
+DEFAULT_FORMAT_VERSION = 3
+
+
+@dataclass
+class VersionResult:
+    delta_version: int
+    snapshot_id: int
+    operation: str | None
+    data_files_added: int
+    data_files_removed: int
+    dvs_written: int
+    deletes_replaced: int
+    rows_deleted_by_new_dvs: int
+    delete_files: list[str]
+    bytes_written: int
+    seconds: float
+
+
+@dataclass
+class SyncResult:
+    delta_table: str
+    iceberg_table: str
+    format_version: int
+    previously_mirrored: int | None
+    latest_delta_version: int
+    versions: list[VersionResult] = field(default_factory=list)
+
+    @property
+    def mirrored_versions(self) -> list[int]:
+        return [v.delta_version for v in self.versions]
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["mirrored_versions"] = self.mirrored_versions
+        out["dvs_written"] = sum(v.dvs_written for v in self.versions)
+        out["bytes_written"] = sum(v.bytes_written for v in self.versions)
+        return out
+
+
+def sync_table(
+    spark: SparkSession,
+    delta_path: str | Path,
+    table_name: str,
+    *,
+    format_version: int | None = None,
+    until_version: int | None = None,
+    on_version: Callable[[VersionResult], None] | None = None,
+) -> SyncResult:
+    """Mirror Delta versions (last mirrored, min(until_version, latest)] into Iceberg `table_name`."""
+    delta_root = table_root_of(delta_path)
+    delta = DeltaTable(delta_root)
+    iceberg = IcebergJava(spark)
+    latest = delta.latest_version()
+    target = latest if until_version is None else min(until_version, latest)
+
+    table = iceberg.load(table_name)
+    if table is None:
+        last_mirrored = None
+        start = delta.oldest_version()
+        fmt = format_version or DEFAULT_FORMAT_VERSION
+        deletes: dict[str, dict] = {}
+        current_schema: dict | None = None
+    else:
+        props = iceberg.properties(table)
+        fmt = int(props.get("format-version", "2"))
+        if format_version is not None and format_version != fmt:
+            raise MirrorInputError(
+                f"the Iceberg table is format version {fmt}, not {format_version}", table=delta_root
+            )
+        last_mirrored = iceberg.last_mirrored_version(table)
+        start = delta.oldest_version() if last_mirrored is None else last_mirrored + 1
+        deletes = iceberg.delete_files_by_data_file(table) if start <= target else {}
+        current_schema = iceberg.schema_json(table)
+        mirrored_from = props.get(DELTA_TABLE_PROPERTY)
+        if mirrored_from is not None and mirrored_from != delta_root:
+            raise MirrorInputError(
+                f"Iceberg table {table_name} mirrors {mirrored_from}, not this table", table=delta_root
+            )
+
+    result = SyncResult(delta_root, table_name, fmt, last_mirrored, latest)
+    if start > target:
+        return result
+
+    for change in delta.changes(start, target):
+        began = time.monotonic()
+        if table is None:
+            location = iceberg.default_location(table_name)
+            new_table = _new_table(change.metadata, delta_root, fmt)
+            iceberg.create(table_name, new_table, location)
+            table = iceberg.load(table_name)
+            current_schema = new_table.schema_json
+        layout = MirrorLayout(iceberg.location(table))
+        plan = plan_version(change)
+        try:
+            written, added_deletes = _write_deletes(delta_root, plan, change, fmt, layout, current_schema)
+            commit = _version_commit(change, plan, deletes, added_deletes, current_schema, fmt, delta_root)
+        except MirrorInputError as err:
+            raise err.at(table=delta_root, version=change.version) from None
+        try:
+            _crash_point_for_tests(change.version)
+            snapshot_id, current_schema = iceberg.commit(table_name, commit)
+        except BaseException:
+            layout.delete_quietly(written)
+            raise
+        for location in plan.drop_deletes_of:
+            deletes.pop(location, None)
+        for entry in added_deletes:
+            deletes[entry["referenced-data-file"]] = entry
+        version_result = VersionResult(
+            delta_version=change.version,
+            snapshot_id=snapshot_id,
+            operation=change.operation,
+            data_files_added=len(plan.add_data_files),
+            data_files_removed=len(plan.remove_data_files),
+            dvs_written=len(plan.write_dvs),
+            deletes_replaced=len(plan.drop_deletes_of),
+            rows_deleted_by_new_dvs=plan.rows_deleted_by_dvs,
+            delete_files=sorted({e["file-path"] for e in added_deletes}),
+            bytes_written=sum(layout.size_of(p) for p in written),
+            seconds=round(time.monotonic() - began, 3),
+        )
+        result.versions.append(version_result)
+        if on_version is not None:
+            on_version(version_result)
+    return result
+
+
+# -- Delta version → Iceberg content ------------------------------------------------------------------
+
+
+def _crash_point_for_tests(version: int) -> None:
+    """A real crash (no cleanup, no exception handlers) after the delete files are written, before the
+    commit, when DVMIRROR_CRASH_BEFORE_COMMIT names this version: how the tests prove atomicity."""
+    if os.environ.get("DVMIRROR_CRASH_BEFORE_COMMIT") == str(version):
+        os._exit(99)
+
+
+def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
+    mode = metadata.column_mapping_mode
+    schema = iceberg_schema.to_iceberg_schema(metadata.schema, mode)
+    return NewTable(
+        schema_json=schema,
+        partition_spec_json=iceberg_schema.partition_spec(schema, metadata.partition_columns),
+        properties={
+            "format-version": str(fmt),
+            DELTA_TABLE_PROPERTY: delta_root,
+            DELTA_TABLE_ID_PROPERTY: metadata.id,
+            # The mirror re-plans from the log after a conflict; Iceberg must not re-apply a stale plan.
+            "commit.retry.num-retries": "0",
+            NAME_MAPPING_PROPERTY: json.dumps(iceberg_schema.name_mapping(schema, metadata.schema, mode)),
+        },
+    )
+
+
+def _partition(add: AddFile, metadata: Metadata, schema: dict) -> list:
+    """The data file's partition tuple as Iceberg single-value JSON, in partition-spec order."""
+    physical = metadata.physical_names
+    types = {f["name"]: f["type"] for f in schema["fields"]}
+    return [
+        iceberg_schema.partition_value_to_json(add.partition_values.get(physical[column]), types[column])
+        for column in metadata.partition_columns
+    ]
+
+
+def _record_count(add: AddFile) -> int:
+    if add.num_records is not None:
+        return add.num_records
+    # No stats in the log: the Parquet footer knows (one small read, only for such files).
+    filesystem, path = filesystem_and_path(add.location)
+    with filesystem.open_input_file(path) as handle:
+        return pq.ParquetFile(handle).metadata.num_rows
+
+
+def _write_deletes(
+    delta_root: str,
+    plan: MirrorPlan,
+    change: VersionChange,
+    fmt: int,
+    layout: MirrorLayout,
+    schema: dict,
+) -> tuple[list[str], list[dict]]:
+    """Convert the version's new DVs and write them as Puffin (v3) or position deletes (v2).
+
+    Returns the files written (to remove them if the commit fails) and their content-file JSON.
+    """
+    if not plan.write_dvs:
+        return [], []
+    tasks = [
+        DVTask.of(delta_root, add.deletion_vector, data_file=add.location, num_records=_record_count(add))
+        for add in plan.write_dvs
+        if add.deletion_vector is not None
+    ]
+    verified: list[VerifiedDV] = convert_dv_batch(tasks)
+    partitions = {add.location: _partition(add, change.metadata, schema) for add in plan.write_dvs}
+    spec_id = 0
+    written: list[str] = []
+    entries: list[dict] = []
+    try:
+        if fmt >= 3:
+            puffin = build_puffin([DVBlob(dv.data_file, dv.blob, dv.cardinality) for dv in verified])
+            path = layout.puffin_path(change.version)
+            layout.write(path, puffin.content)
+            written.append(path)
+            for entry in puffin.entries:
+                entries.append(
+                    content_files.deletion_vector(
+                        spec_id=spec_id,
+                        puffin_path=path,
+                        puffin_size=len(puffin.content),
+                        partition=partitions[entry.referenced_data_file],
+                        entry=entry,
+                    )
+                )
+        else:
+            layout.ensure_delete_dir()
+            for dv in verified:
+                path = layout.position_deletes_path(change.version)
+                written.append(path)
+                file = write_position_delete_file(path, dv.data_file, dv.positions())
+                entries.append(
+                    content_files.position_delete_file(
+                        spec_id=spec_id, partition=partitions[dv.data_file], written=file
+                    )
+                )
+    except BaseException:
+        layout.delete_quietly(written)
+        raise
+    return written, entries
+
+
+def _data_file_json(add: AddFile, metadata: Metadata, schema: dict) -> dict:
+    return content_files.data_file(
+        spec_id=0,
+        location=add.location,
+        partition=_partition(add, metadata, schema),
+        size=add.size,
+        record_count=_record_count(add),
+        metrics=iceberg_metrics.from_delta_stats(add.parsed_stats, schema, metadata),
+    )
+
+
+def _version_commit(
+    change: VersionChange,
+    plan: MirrorPlan,
+    deletes: dict[str, dict],
+    added_deletes: list[dict],
+    schema: dict,
+    fmt: int,
+    delta_root: str,
+) -> VersionCommit:
+    metadata = change.metadata
+    new_schema = None
+    if plan.schema_changed:
+        evolved = iceberg_schema.evolve(schema, metadata.schema, metadata.column_mapping_mode)
+        if evolved["fields"] != schema["fields"]:
+            new_schema = evolved
+    removed_locations = {f.location for f in plan.remove_data_files}
+    missing = [loc for loc in plan.drop_deletes_of if loc not in deletes]
+    if missing:
+        raise MirrorInputError(
+            "the mirror has no delete file for a Delta DV it should replace (was the Iceberg table changed "
+            "outside dv-mirror?)",
+            table=delta_root,
+            version=change.version,
+            file=missing[0],
+        )
+    return VersionCommit(
+        delta_version=change.version,
+        summary={
+            "dvmirror.delta-operation": change.operation or "",
+            "dvmirror.delta-timestamp": str(change.commit_info.get("timestamp", "")),
+        },
+        add_data_files=[_data_file_json(f, metadata, new_schema or schema) for f in plan.add_data_files],
+        remove_data_files=[_data_file_json(f, metadata, schema) for f in plan.remove_data_files],
+        add_delete_files=added_deletes,
+        # In v3 Iceberg drops the DV of a removed data file itself; other replaced deletes go explicitly.
+        remove_delete_files=[
+            deletes[loc] for loc in plan.drop_deletes_of if fmt < 3 or loc not in removed_locations
+        ],
+        schema_json=new_schema,
+        name_mapping=None
+        if new_schema is None
+        else iceberg_schema.name_mapping(new_schema, metadata.schema, metadata.column_mapping_mode),
+    )
