@@ -31,7 +31,7 @@ import struct
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any, Protocol
 
 from dv_assets.iceberg.schema import _ICEBERG_DECIMAL, PHYSICAL_NAME
@@ -44,6 +44,7 @@ TIMESTAMP_STATS_SLACK_MICROS = 999
 MIRROR_TABLE_PROPERTIES = {"write.metadata.metrics.default": "counts"}
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EXACT = Context(prec=100)  # decimal(38, s) needs more than the default 28 digits
 _EPOCH_DATE = date(1970, 1, 1)
 
 
@@ -289,12 +290,27 @@ def _decimal(value: Any, precision: int, scale: int) -> Decimal | None:
     else:
         return None
     try:
-        scaled = number.quantize(Decimal(1).scaleb(-scale))
+        scaled = number.quantize(Decimal(1).scaleb(-scale), context=_EXACT)
     except InvalidOperation:
         return None
     if scaled != number or len(scaled.as_tuple().digits) > precision:
         return None
     return scaled
+
+
+def _unscaled(value: Decimal, scale: int) -> int:
+    """The integer digits of `value` at `scale`, exactly (no context rounding at 38 digits)."""
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int), "finite decimals only"
+    magnitude = int("".join(map(str, digits)) or "0")
+    shift = exponent + scale
+    if shift < 0:
+        magnitude, remainder = divmod(magnitude, 10**-shift)
+        if remainder:
+            raise ValueError(f"{value} has more than {scale} decimal places")
+    else:
+        magnitude *= 10**shift
+    return -magnitude if sign else magnitude
 
 
 def _significant_digits(value: float) -> int:
@@ -323,7 +339,7 @@ def to_single_value_bytes(iceberg_type: str, value: Any) -> bytes:
         return bytes(value)
     decimal_type = _ICEBERG_DECIMAL.match(iceberg_type)
     if decimal_type:
-        unscaled = int(Decimal(value).scaleb(int(decimal_type.group(2))))
+        unscaled = _unscaled(Decimal(value), int(decimal_type.group(2)))
         length = max(1, (unscaled + (unscaled < 0)).bit_length() // 8 + 1)
         return unscaled.to_bytes(length, "big", signed=True)
     raise ValueError(f"no single-value serialization for Iceberg type {iceberg_type}")

@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
-from decimal import Decimal, InvalidOperation
+from decimal import Context, Decimal, InvalidOperation
 from typing import Any, Literal
 
 from dv_assets.errors import MirrorInputError, UnsupportedFeatureError
@@ -425,7 +425,7 @@ def _parse_partition_value(value: str, iceberg_type: str) -> Any:
     if match:
         precision, scale = int(match.group(1)), int(match.group(2))
         number = Decimal(value)
-        scaled = number.quantize(Decimal(1).scaleb(-scale))
+        scaled = number.quantize(Decimal(1).scaleb(-scale), context=Context(prec=100))
         if scaled != number:
             raise ValueError(f"has more than {scale} decimal places")
         if len(scaled.as_tuple().digits) > precision:

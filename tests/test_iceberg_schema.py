@@ -1,0 +1,321 @@
+"""Delta schema -> Iceberg schema JSON (parsed back by pyiceberg), evolution, name mapping, partitions."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from pyiceberg.partitioning import PartitionSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table.name_mapping import parse_mapping_from_json
+
+from dv_assets.errors import MirrorInputError, UnsupportedFeatureError
+from dv_assets.iceberg.schema import (
+    NESTED_ID_BASE,
+    evolve,
+    highest_field_id,
+    name_mapping,
+    partition_spec,
+    partition_value,
+    partition_value_to_json,
+    partition_value_typed,
+    to_iceberg_schema,
+)
+from tests.conftest import DELTA_FIXTURES
+
+
+def field(name: str, type_: Any, nullable: bool = True, **metadata: Any) -> dict[str, Any]:
+    return {"name": name, "type": type_, "nullable": nullable, "metadata": metadata}
+
+
+def mapped(name: str, type_: Any, column_id: int, nullable: bool = True, **metadata: Any) -> dict[str, Any]:
+    return field(
+        name,
+        type_,
+        nullable,
+        **{"delta.columnMapping.id": column_id, "delta.columnMapping.physicalName": f"col-{column_id}"},
+        **metadata,
+    )
+
+
+def struct(*fields: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "struct", "fields": list(fields)}
+
+
+ALL_PRIMITIVES = [
+    ("byte", "int"),
+    ("short", "int"),
+    ("integer", "int"),
+    ("long", "long"),
+    ("float", "float"),
+    ("double", "double"),
+    ("decimal(10,2)", "decimal(10, 2)"),
+    ("decimal(38, 0)", "decimal(38, 0)"),
+    ("string", "string"),
+    ("binary", "binary"),
+    ("boolean", "boolean"),
+    ("date", "date"),
+    ("timestamp", "timestamptz"),
+    ("timestamp_ntz", "timestamp"),
+]
+
+NESTED = struct(
+    field("id", "long", nullable=False),
+    field("tags", {"type": "array", "elementType": "string", "containsNull": False}),
+    field("attrs", {"type": "map", "keyType": "string", "valueType": "integer", "valueContainsNull": True}),
+    field("point", struct(field("x", "double"), field("y", "double", nullable=False))),
+    field(
+        "events",
+        {
+            "type": "array",
+            "elementType": struct(field("at", "timestamp"), field("what", "string")),
+            "containsNull": True,
+        },
+    ),
+)
+
+
+def as_pyiceberg(schema_json: dict[str, Any]) -> Schema:
+    return Schema.model_validate_json(json.dumps(schema_json))
+
+
+@pytest.mark.parametrize(("delta_type", "iceberg_type"), ALL_PRIMITIVES)
+def test_every_primitive_type(delta_type: str, iceberg_type: str) -> None:
+    schema = to_iceberg_schema(struct(field("c", delta_type, comment="the column")))
+    assert schema == {
+        "type": "struct",
+        "schema-id": 0,
+        "fields": [{"id": 1, "name": "c", "required": False, "type": iceberg_type, "doc": "the column"}],
+    }
+    parsed = as_pyiceberg(schema)
+    assert str(parsed.find_field(1).field_type) == iceberg_type
+
+
+def test_unsupported_types_are_refused() -> None:
+    for bad in ("variant", "void", "interval"):
+        with pytest.raises(UnsupportedFeatureError, match=bad):
+            to_iceberg_schema(struct(field("c", bad)))
+
+
+def test_nested_types_get_ids_in_icebergs_order() -> None:
+    schema = to_iceberg_schema(NESTED)
+    # A struct's fields first (1-5), then their children, as Iceberg's assignFreshIds.
+    assert [f["id"] for f in schema["fields"]] == [1, 2, 3, 4, 5]
+    tags, attrs, point, events = (f["type"] for f in schema["fields"][1:])
+    assert tags == {"type": "list", "element-id": 6, "element": "string", "element-required": True}
+    assert attrs == {
+        "type": "map",
+        "key-id": 7,
+        "key": "string",
+        "value-id": 8,
+        "value": "int",
+        "value-required": False,
+    }
+    assert [f["id"] for f in point["fields"]] == [9, 10]
+    assert point["fields"][1]["required"] is True
+    assert events["element-id"] == 11
+    assert [f["id"] for f in events["element"]["fields"]] == [12, 13]
+    assert schema["fields"][0]["required"] is True
+    assert highest_field_id(schema) == 13
+    parsed = as_pyiceberg(schema)
+    assert parsed.highest_field_id == 13
+    assert parsed.find_field("events.element.at").field_id == 13 - 1
+
+
+def test_column_mapping_takes_delta_ids_and_puts_nested_ids_out_of_deltas_reach() -> None:
+    delta = struct(
+        mapped("a", "long", 1),
+        mapped("xs", {"type": "array", "elementType": "integer", "containsNull": True}, 3),
+        mapped(
+            "m", {"type": "map", "keyType": "string", "valueType": "string", "valueContainsNull": True}, 2
+        ),
+    )
+    for mode in ("id", "name"):
+        schema = to_iceberg_schema(delta, mode)
+        assert [f["id"] for f in schema["fields"]] == [1, 3, 2]
+        assert schema["fields"][1]["type"]["element-id"] == NESTED_ID_BASE
+        assert (schema["fields"][2]["type"]["key-id"], schema["fields"][2]["type"]["value-id"]) == (
+            NESTED_ID_BASE + 1,
+            NESTED_ID_BASE + 2,
+        )
+        as_pyiceberg(schema)
+
+
+def test_column_mapping_uses_deltas_nested_ids_when_present() -> None:
+    nested_ids = {"col-3.element": 7}
+    delta = struct(
+        mapped(
+            "xs",
+            {"type": "array", "elementType": "integer", "containsNull": True},
+            3,
+            **{"delta.columnMapping.nested.ids": nested_ids},
+        )
+    )
+    schema = to_iceberg_schema(delta, "id")
+    assert schema["fields"][0]["type"]["element-id"] == 7
+
+
+def test_column_mapping_without_ids_is_refused() -> None:
+    with pytest.raises(MirrorInputError, match=r"delta\.columnMapping\.id"):
+        to_iceberg_schema(struct(field("a", "long")), "name")
+
+
+def test_evolution_without_column_mapping_keeps_ids_by_name_path() -> None:
+    first = to_iceberg_schema(NESTED)
+    # Drop `attrs`, add a field inside `point`, add a top-level column, reorder.
+    second_delta = struct(
+        field("new_col", "string"),
+        NESTED["fields"][0],
+        field(
+            "point", struct(field("x", "double"), field("z", "float"), field("y", "double", nullable=False))
+        ),
+        NESTED["fields"][4],
+        NESTED["fields"][1],
+    )
+    second = evolve(first, second_delta, "none")
+    assert second["schema-id"] == 1
+    ids = {f["name"]: f["id"] for f in second["fields"]}
+    assert ids == {"new_col": 14, "id": 1, "point": 4, "events": 5, "tags": 2}
+    point = {f["name"]: f["id"] for f in second["fields"][2]["type"]["fields"]}
+    assert point == {"x": 9, "z": 15, "y": 10}
+    assert second["fields"][4]["type"]["element-id"] == 6
+    events = second["fields"][3]["type"]
+    assert events["element-id"] == 11 and [f["id"] for f in events["element"]["fields"]] == [12, 13]
+    # Re-adding a dropped name gets a fresh id (above everything seen), not its old one.
+    third = evolve(second, struct(*second_delta["fields"], NESTED["fields"][2]), "none")
+    attrs = third["fields"][-1]
+    assert attrs["id"] == 16 and (attrs["type"]["key-id"], attrs["type"]["value-id"]) == (17, 18)
+    as_pyiceberg(third)
+
+
+def test_evolution_with_column_mapping_follows_delta_ids_across_renames() -> None:
+    array = {"type": "array", "elementType": "integer", "containsNull": True}
+    first = to_iceberg_schema(struct(mapped("a", "long", 1), mapped("xs", array, 2)), "name")
+    renamed = struct(mapped("b", "long", 1), mapped("xs_renamed", array, 2), mapped("c", "string", 3))
+    second = evolve(first, renamed, "name")
+    assert [(f["name"], f["id"]) for f in second["fields"]] == [("b", 1), ("xs_renamed", 2), ("c", 3)]
+    assert second["fields"][1]["type"]["element-id"] == NESTED_ID_BASE  # kept
+    more = struct(*renamed["fields"], mapped("ys", array, 4))
+    third = evolve(second, more, "name")
+    assert third["fields"][3]["type"]["element-id"] == NESTED_ID_BASE + 1  # fresh above the previous
+
+
+def test_name_mapping_uses_file_names() -> None:
+    delta = struct(
+        mapped("a", "long", 1),
+        mapped("s", struct(mapped("inner", "string", 2)), 3),
+        mapped("xs", {"type": "array", "elementType": "integer", "containsNull": True}, 4),
+    )
+    schema = to_iceberg_schema(delta, "name")
+    mapping = name_mapping(schema, delta, "name")
+    assert mapping == [
+        {"field-id": 1, "names": ["col-1"]},
+        {"field-id": 3, "names": ["col-3"], "fields": [{"field-id": 2, "names": ["col-2"]}]},
+        {"field-id": 4, "names": ["col-4"], "fields": [{"field-id": NESTED_ID_BASE, "names": ["element"]}]},
+    ]
+    parsed = parse_mapping_from_json(json.dumps(mapping))
+    assert parsed.root[1].fields[0].field_id == 2
+
+    plain = to_iceberg_schema(NESTED)
+    plain_mapping = name_mapping(plain, NESTED, "none")
+    assert [m["names"] for m in plain_mapping] == [["id"], ["tags"], ["attrs"], ["point"], ["events"]]
+    assert plain_mapping[2]["fields"] == [
+        {"field-id": 7, "names": ["key"]},
+        {"field-id": 8, "names": ["value"]},
+    ]
+    parse_mapping_from_json(json.dumps(plain_mapping))
+
+
+def test_name_mapping_matches_by_name_when_the_table_schema_differs() -> None:
+    # The Iceberg schema may hold columns Delta dropped; the mapping covers what Delta has.
+    iceberg = {
+        "type": "struct",
+        "schema-id": 3,
+        "fields": [
+            {"id": 9, "name": "gone", "required": False, "type": "int"},
+            {"id": 4, "name": "a", "required": False, "type": "long"},
+        ],
+    }
+    assert name_mapping(iceberg, struct(field("a", "long")), "none") == [{"field-id": 4, "names": ["a"]}]
+
+
+def test_fixture_schemas_convert() -> None:
+    for table in sorted(DELTA_FIXTURES.iterdir()):
+        for line in (table / "_delta_log" / "00000000000000000000.json").read_text().splitlines():
+            action = json.loads(line)
+            if "metaData" in action:
+                metadata = action["metaData"]
+                delta = json.loads(metadata["schemaString"])
+                mode = metadata.get("configuration", {}).get("delta.columnMapping.mode", "none")
+                schema = to_iceberg_schema(delta, mode)
+                as_pyiceberg(schema)
+                spec = partition_spec(schema, metadata.get("partitionColumns", []))
+                PartitionSpec.model_validate_json(json.dumps(spec))
+
+
+def test_partition_spec() -> None:
+    schema = to_iceberg_schema(struct(field("a", "long"), field("part", "integer"), field("d", "date")))
+    spec = partition_spec(schema, ["d", "part"])
+    assert spec == {
+        "spec-id": 0,
+        "fields": [
+            {"name": "d", "transform": "identity", "source-id": 3, "field-id": 1000},
+            {"name": "part", "transform": "identity", "source-id": 2, "field-id": 1001},
+        ],
+    }
+    parsed = PartitionSpec.model_validate_json(json.dumps(spec))
+    assert parsed.fields[0].source_id == 3
+    with pytest.raises(MirrorInputError, match="missing"):
+        partition_spec(schema, ["missing"])
+
+
+@pytest.mark.parametrize(
+    ("value", "iceberg_type", "typed", "as_json"),
+    [
+        ("42", "int", 42, 42),
+        ("-7", "long", -7, -7),
+        ("1.5", "double", 1.5, 1.5),
+        ("1.5", "float", 1.5, 1.5),
+        ("12.30", "decimal(10, 2)", Decimal("12.30"), "12.30"),
+        ("12.3", "decimal(10, 2)", Decimal("12.30"), "12.30"),
+        ("true", "boolean", True, True),
+        ("false", "boolean", False, False),
+        ("hello", "string", "hello", "hello"),
+        ("\u0001\u0002\u00ff", "binary", b"\x01\x02\xff", "0102FF"),
+        ("2024-03-01", "date", 19783, "2024-03-01"),
+        ("1970-01-01 00:00:00", "timestamptz", 0, "1970-01-01T00:00:00.000000+00:00"),
+        ("2024-01-01 12:00:00.123456", "timestamptz", 1704110400123456, "2024-01-01T12:00:00.123456+00:00"),
+        ("2024-01-01T12:00:00.123456Z", "timestamptz", 1704110400123456, "2024-01-01T12:00:00.123456+00:00"),
+        ("2024-01-01T13:00:00+01:00", "timestamptz", 1704110400000000, "2024-01-01T12:00:00.000000+00:00"),
+        ("2024-01-01 12:00:00", "timestamp", 1704110400000000, "2024-01-01T12:00:00.000000"),
+        (None, "int", None, None),
+        ("", "date", None, None),
+    ],
+)
+def test_partition_values(value: str | None, iceberg_type: str, typed: Any, as_json: Any) -> None:
+    assert partition_value_typed(value, iceberg_type) == typed
+    assert partition_value_to_json(value, iceberg_type) == as_json
+
+
+def test_partition_value_by_column() -> None:
+    schema = to_iceberg_schema(struct(field("part", "integer")))
+    assert partition_value("3", schema, "part") == 3
+
+
+@pytest.mark.parametrize(
+    ("value", "iceberg_type"),
+    [
+        ("x", "int"),
+        ("3000000000", "int"),
+        ("1.234", "decimal(10, 2)"),
+        ("123456789.1", "decimal(5, 1)"),
+        ("yes", "boolean"),
+        ("2024-13-01", "date"),
+        ("2024-01-01T00:00:00Z", "timestamp"),
+    ],
+)
+def test_bad_partition_values_are_refused(value: str, iceberg_type: str) -> None:
+    with pytest.raises(MirrorInputError, match="partition value"):
+        partition_value_typed(value, iceberg_type)
