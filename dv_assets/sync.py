@@ -187,6 +187,7 @@ def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
             DELTA_TABLE_ID_PROPERTY: metadata.id,
             # The mirror re-plans from the log after a conflict; Iceberg must not re-apply a stale plan.
             "commit.retry.num-retries": "0",
+            **iceberg_metrics.MIRROR_TABLE_PROPERTIES,
             NAME_MAPPING_PROPERTY: json.dumps(iceberg_schema.name_mapping(schema, metadata.schema, mode)),
         },
     )
@@ -275,7 +276,7 @@ def _data_file_json(add: AddFile, metadata: Metadata, schema: dict) -> dict:
         partition=_partition(add, metadata, schema),
         size=add.size,
         record_count=_record_count(add),
-        metrics=iceberg_metrics.from_delta_stats(add.parsed_stats, schema, metadata),
+        metrics=iceberg_metrics.from_delta_stats(add.stats, schema, metadata),
     )
 
 
