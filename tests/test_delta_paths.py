@@ -1,0 +1,63 @@
+"""Log paths decode exactly once and resolve against the table root."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dv_assets.delta.paths import is_remote, resolve_location, table_root_of
+from dv_assets.errors import MirrorInputError
+
+ROOT = "/data/my table"
+
+
+@pytest.mark.parametrize(
+    ("path", "location"),
+    [
+        ("part-0.parquet", "/data/my table/part-0.parquet"),
+        # Delta Spark's encoding of the Hive directory `p=a%25b c` (partition value "a%b c").
+        ("p=a%2525b%20c/part-0.parquet", "/data/my table/p=a%25b c/part-0.parquet"),
+        ("p=x&y%253Dz/part-0.parquet", "/data/my table/p=x&y%3Dz/part-0.parquet"),
+        ("p=%C3%A9%20%C3%BC/f.parquet", "/data/my table/p=é ü/f.parquet"),
+        ("p=é%20ü/f.parquet", "/data/my table/p=é ü/f.parquet"),
+        ("file:/other/a%20b/f.parquet", "/other/a b/f.parquet"),
+        ("file:///other/a%2520b/f.parquet", "/other/a%20b/f.parquet"),
+        ("file://localhost/other/f.parquet", "/other/f.parquet"),
+        ("/abs/a%20b.parquet", "/abs/a b.parquet"),
+        ("s3://bucket/t/a%20b/f.parquet", "s3://bucket/t/a b/f.parquet"),
+    ],
+)
+def test_resolve_location_decodes_once(path: str, location: str) -> None:
+    assert resolve_location(ROOT, path) == location
+
+
+def test_resolve_location_against_a_remote_root() -> None:
+    root = "s3://bucket/tables/t"
+    assert resolve_location(root, "p=a%20b/f.parquet") == "s3://bucket/tables/t/p=a b/f.parquet"
+    assert resolve_location(root, "/elsewhere/f.parquet") == "s3://bucket/elsewhere/f.parquet"
+    assert resolve_location(root, "gs://other/f%25.parquet") == "gs://other/f%.parquet"
+
+
+@pytest.mark.parametrize("path", ["p=100%/f.parquet", "a%2/f.parquet", "a%zz.parquet"])
+def test_malformed_escapes_are_refused_with_the_path(path: str) -> None:
+    with pytest.raises(MirrorInputError) as err:
+        resolve_location(ROOT, path)
+    assert err.value.file == path and err.value.table == ROOT
+
+
+def test_remote_file_uri_host_is_refused() -> None:
+    with pytest.raises(MirrorInputError, match="remote host"):
+        resolve_location(ROOT, "file://server/share/f.parquet")
+
+
+def test_table_root_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert table_root_of(Path("t")) == f"{tmp_path}/t"
+    assert table_root_of(f"{tmp_path}/t/") == f"{tmp_path}/t"
+    assert table_root_of("file:///data/my%20table/") == "/data/my table"
+    assert table_root_of("file:/data/x") == "/data/x"
+    # A plain path is a name on disk, not a URI: its `%` is literal.
+    assert table_root_of("/data/a%20b") == "/data/a%20b"
+    assert table_root_of("s3://bucket/t/") == "s3://bucket/t"
+    assert is_remote("s3://b/t") and not is_remote("file:/t") and not is_remote("/t")

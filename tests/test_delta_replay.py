@@ -1,0 +1,459 @@
+"""Log replay on small hand-written logs: reconciliation cases, checkpoint formats, protocol checks."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from dv_assets.delta.actions import DeletionVectorDescriptor, Protocol
+from dv_assets.delta.protocol import SUPPORTED_READER_FEATURES, check_protocol
+from dv_assets.delta.replay import DeltaTable
+from dv_assets.errors import MirrorInputError, UnsupportedFeatureError
+from tests.conftest import DELTA_FIXTURES
+
+PROTOCOL = {
+    "minReaderVersion": 3,
+    "minWriterVersion": 7,
+    "readerFeatures": ["deletionVectors"],
+    "writerFeatures": ["deletionVectors"],
+}
+SCHEMA = json.dumps(
+    {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+)
+METADATA = {
+    "id": "t1",
+    "format": {"provider": "parquet", "options": {}},
+    "schemaString": SCHEMA,
+    "partitionColumns": [],
+    "configuration": {"delta.enableDeletionVectors": "true"},
+    "createdTime": 1,
+}
+
+
+def dv(name: str, cardinality: int = 1) -> dict[str, Any]:
+    return {
+        "storageType": "u",
+        "pathOrInlineDv": name,
+        "offset": 1,
+        "sizeInBytes": 34,
+        "cardinality": cardinality,
+    }
+
+
+def add(path: str, dv_: dict | None = None, *, data_change: bool = True, rows: int | None = 10) -> dict:
+    action: dict[str, Any] = {
+        "path": path,
+        "partitionValues": {},
+        "size": 100,
+        "modificationTime": 1,
+        "dataChange": data_change,
+    }
+    if rows is not None:
+        action["stats"] = json.dumps({"numRecords": rows})
+    if dv_ is not None:
+        action["deletionVector"] = dv_
+    return {"add": action}
+
+
+def remove(path: str, dv_: dict | None = None, *, data_change: bool = True) -> dict:
+    action: dict[str, Any] = {"path": path, "deletionTimestamp": 2, "dataChange": data_change}
+    if dv_ is not None:
+        action["deletionVector"] = dv_
+    return {"remove": action}
+
+
+def info(operation: str) -> dict:
+    return {"commitInfo": {"timestamp": 1, "operation": operation}}
+
+
+def write_log(root: Path, commits: list[list[dict]], first: int = 0) -> Path:
+    log = root / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    for version, actions in enumerate(commits, start=first):
+        (log / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+    return root
+
+
+def base_commit(*adds: dict) -> list[dict]:
+    return [info("WRITE"), {"protocol": PROTOCOL}, {"metaData": METADATA}, *adds]
+
+
+def names(files) -> list[str]:
+    return sorted(Path(f.location).name for f in files)
+
+
+# --- reconciliation ------------------------------------------------------------------------------
+
+
+def test_restore_optimize_purge_and_dv_updates(tmp_path: Path) -> None:
+    root = write_log(
+        tmp_path,
+        [
+            base_commit(add("a.parquet"), add("b.parquet")),
+            [info("DELETE"), remove("a.parquet"), add("a.parquet", dv("dv1"))],
+            [info("DELETE"), remove("b.parquet")],
+            # RESTORE to v0: b comes back, a goes back to having no DV.
+            [info("RESTORE"), add("b.parquet"), remove("a.parquet", dv("dv1")), add("a.parquet")],
+            # OPTIMIZE: rewrite without changing data.
+            [
+                info("OPTIMIZE"),
+                remove("a.parquet", data_change=False),
+                remove("b.parquet", data_change=False),
+                add("c.parquet", data_change=False, rows=20),
+            ],
+            [info("DELETE"), remove("c.parquet"), add("c.parquet", dv("dv2", 3))],
+            # REORG TABLE ... APPLY (PURGE): the file with a DV is rewritten without the deleted rows.
+            [
+                info("REORG"),
+                remove("c.parquet", dv("dv2", 3), data_change=False),
+                add("d.parquet", rows=17, data_change=False),
+            ],
+        ],
+    )
+    table = DeltaTable(root)
+    changes = {c.version: c for c in table.changes(0, 6)}
+    assert names(changes[0].added) == ["a.parquet", "b.parquet"] and changes[0].data_change
+    assert changes[1].added == changes[1].removed == []
+    (before, after) = changes[1].dv_changed[0]
+    assert (before.dv_unique_id, after.dv_unique_id) == (None, "udv1@1")
+    assert names(changes[2].removed) == ["b.parquet"]
+    assert names(changes[3].added) == ["b.parquet"] and changes[3].operation == "RESTORE"
+    assert [(b.dv_unique_id, a.dv_unique_id) for b, a in changes[3].dv_changed] == [("udv1@1", None)]
+    assert names(changes[4].removed) == ["a.parquet", "b.parquet"] and names(changes[4].added) == [
+        "c.parquet"
+    ]
+    assert not changes[4].data_change
+    assert changes[5].dv_changed[0][1].deletion_vector == DeletionVectorDescriptor("u", "dv2", 1, 34, 3)
+    # The removed file is reported as it was live, with its DV, so its delete file can go too.
+    assert changes[6].removed[0].dv_unique_id == "udv2@1" and names(changes[6].added) == ["d.parquet"]
+    assert not changes[6].data_change
+    assert names(table.state(6).files.values()) == ["d.parquet"]
+    assert names(table.state(3).files.values()) == ["a.parquet", "b.parquet"]
+
+
+def test_same_dv_remove_and_add_is_no_change_and_stale_removes_are_ignored(tmp_path: Path) -> None:
+    root = write_log(
+        tmp_path,
+        [
+            base_commit(add("a.parquet", dv("dv1")), add("b.parquet")),
+            # Recomputed stats: the logical file (a, dv1) is the same.
+            [
+                info("COMPUTE STATS"),
+                remove("a.parquet", dv("dv1"), data_change=False),
+                add("a.parquet", dv("dv1"), data_change=False, rows=10),
+            ],
+            # A remove naming a DV the live file does not have ends nothing (key is path + DV id).
+            [info("X"), remove("b.parquet", dv("old"))],
+        ],
+    )
+    table = DeltaTable(root)
+    one, two = table.changes(1, 2)
+    assert (one.added, one.removed, one.dv_changed, one.data_change) == ([], [], [], False)
+    assert (two.added, two.removed, two.dv_changed) == ([], [], [])
+    assert names(table.state(2).files.values()) == ["a.parquet", "b.parquet"]
+
+
+def test_missing_commit_info_stats_and_unknown_actions_are_tolerated(tmp_path: Path) -> None:
+    root = write_log(
+        tmp_path,
+        [
+            [{"protocol": PROTOCOL}, {"metaData": METADATA}, add("a.parquet", rows=None)],
+            [
+                {"txn": {"appId": "x", "version": 3}},
+                {"domainMetadata": {"domain": "d", "configuration": "{}", "removed": False}},
+                {
+                    "cdc": {
+                        "path": "_change_data/c.parquet",
+                        "partitionValues": {},
+                        "size": 1,
+                        "dataChange": False,
+                    }
+                },
+                {"checkpointMetadata": {"version": 1}},
+                {"someFutureAction": {"x": 1}},
+                add("b.parquet"),
+            ],
+        ],
+    )
+    table = DeltaTable(root)
+    first, second = table.changes(0, 1)
+    assert first.commit_info == {} and first.operation is None
+    assert first.added[0].num_records is None and first.added[0].parsed_stats is None
+    assert names(second.added) == ["b.parquet"] and second.added[0].num_records == 10
+
+
+def test_metadata_and_protocol_changes_are_flagged(tmp_path: Path) -> None:
+    wider = {**METADATA, "configuration": {"delta.enableDeletionVectors": "false"}}
+    root = write_log(
+        tmp_path,
+        [
+            base_commit(add("a.parquet")),
+            [info("X"), {"metaData": METADATA}],
+            [info("Y"), {"metaData": wider}],
+        ],
+    )
+    zero, one, two = DeltaTable(root).changes(0, 2)
+    assert zero.metadata_changed and zero.protocol_changed
+    assert not one.metadata_changed and not one.protocol_changed
+    assert two.metadata_changed and two.metadata.configuration == wider["configuration"]
+
+
+# --- checkpoints ---------------------------------------------------------------------------------
+
+DV_TYPE = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int32()),
+        ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64()),
+        ("maxRowIndex", pa.int64()),
+    ]
+)
+CHECKPOINT_SCHEMA = pa.schema(
+    [
+        ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64())])),
+        (
+            "add",
+            pa.struct(
+                [
+                    ("path", pa.string()),
+                    ("partitionValues", pa.map_(pa.string(), pa.string())),
+                    ("size", pa.int64()),
+                    ("modificationTime", pa.int64()),
+                    ("dataChange", pa.bool_()),
+                    ("tags", pa.map_(pa.string(), pa.string())),
+                    ("deletionVector", DV_TYPE),
+                    ("stats", pa.string()),
+                    (
+                        "stats_parsed",
+                        pa.struct(
+                            [
+                                ("numRecords", pa.int64()),
+                                (
+                                    "minValues",
+                                    pa.struct([("id", pa.int64()), ("ts", pa.timestamp("us", "UTC"))]),
+                                ),
+                            ]
+                        ),
+                    ),
+                ]
+            ),
+        ),
+        (
+            "remove",
+            pa.struct([("path", pa.string()), ("dataChange", pa.bool_()), ("deletionVector", DV_TYPE)]),
+        ),
+        (
+            "metaData",
+            pa.struct(
+                [
+                    ("id", pa.string()),
+                    (
+                        "format",
+                        pa.struct(
+                            [("provider", pa.string()), ("options", pa.map_(pa.string(), pa.string()))]
+                        ),
+                    ),
+                    ("schemaString", pa.string()),
+                    ("partitionColumns", pa.list_(pa.string())),
+                    ("configuration", pa.map_(pa.string(), pa.string())),
+                    ("createdTime", pa.int64()),
+                ]
+            ),
+        ),
+        (
+            "protocol",
+            pa.struct(
+                [
+                    ("minReaderVersion", pa.int32()),
+                    ("minWriterVersion", pa.int32()),
+                    ("readerFeatures", pa.list_(pa.string())),
+                    ("writerFeatures", pa.list_(pa.string())),
+                ]
+            ),
+        ),
+    ]
+)
+
+
+def checkpoint_add(path: str, dv_: dict | None, rows: int) -> dict:
+    return {
+        "add": {
+            "path": path,
+            "partitionValues": [],
+            "size": 100,
+            "modificationTime": 1,
+            "dataChange": False,
+            "deletionVector": None if dv_ is None else {**dv_, "maxRowIndex": 5},
+            "stats": None,  # writeStatsAsJson=false: only stats_parsed
+            "stats_parsed": {
+                "numRecords": rows,
+                "minValues": {"id": 0, "ts": dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=dt.UTC)},
+            },
+        }
+    }
+
+
+def checkpoint_rows() -> list[dict]:
+    meta = {
+        **METADATA,
+        "format": {"provider": "parquet", "options": []},
+        "configuration": list(METADATA["configuration"].items()),
+    }
+    return [
+        {"protocol": PROTOCOL},
+        {"metaData": meta},
+        {"txn": {"appId": "x", "version": 1}},
+        checkpoint_add("a.parquet", dv("dv1", 2), 10),
+        checkpoint_add("b%20c.parquet", None, 5),
+        {"remove": {"path": "gone.parquet", "dataChange": True, "deletionVector": None}},
+    ]
+
+
+def write_parquet(path: Path, rows: list[dict], schema: pa.Schema = CHECKPOINT_SCHEMA) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+
+
+def checkpointed_log(tmp_path: Path) -> Path:
+    """Commits 0..1 deleted; checkpoint at 1 (written by the test); commit 2 on top."""
+    return write_log(
+        tmp_path,
+        [[info("DELETE"), remove("a.parquet", dv("dv1", 2)), add("a.parquet", dv("dv9", 3))]],
+        first=2,
+    )
+
+
+def assert_checkpoint_state(root: Path) -> None:
+    table = DeltaTable(root)
+    assert (table.oldest_version(), table.latest_version()) == (1, 2)
+    state = table.state(1)
+    files = {Path(loc).name: f for loc, f in state.files.items()}
+    assert sorted(files) == ["a.parquet", "b c.parquet"]
+    assert files["a.parquet"].deletion_vector == DeletionVectorDescriptor("u", "dv1", 1, 34, 2)
+    assert files["b c.parquet"].num_records == 5
+    assert files["a.parquet"].parsed_stats == {
+        "numRecords": 10,
+        "minValues": {"id": 0, "ts": "2024-01-02T03:04:05.678Z"},
+    }
+    assert state.metadata.configuration == METADATA["configuration"] and state.protocol.reader_features == {
+        "deletionVectors"
+    }
+    first, second = table.changes(1, 2)
+    assert names(first.added) == ["a.parquet", "b c.parquet"] and first.commit_info == {}
+    assert [(b.dv_unique_id, a.dv_unique_id) for b, a in second.dv_changed] == [("udv1@1", "udv9@1")]
+
+
+def test_classic_single_file_checkpoint_with_stats_parsed(tmp_path: Path) -> None:
+    root = checkpointed_log(tmp_path)
+    write_parquet(root / "_delta_log" / f"{1:020d}.checkpoint.parquet", checkpoint_rows())
+    assert_checkpoint_state(root)
+
+
+def test_multi_part_checkpoint_and_incomplete_parts(tmp_path: Path) -> None:
+    root = checkpointed_log(tmp_path)
+    rows = checkpoint_rows()
+    log = root / "_delta_log"
+    for part, chunk in enumerate((rows[:2], rows[2:4], rows[4:]), start=1):
+        write_parquet(log / f"{1:020d}.checkpoint.{part:010d}.{3:010d}.parquet", chunk)
+    assert_checkpoint_state(root)
+    # A checkpoint that lost a part is not a checkpoint; with the commits gone, nothing is reconstructable.
+    (log / f"{1:020d}.checkpoint.{2:010d}.{3:010d}.parquet").unlink()
+    with pytest.raises(MirrorInputError, match="cannot be reconstructed"):
+        DeltaTable(root).state(2)
+
+
+@pytest.mark.parametrize("top_level_format", ["json", "parquet"])
+def test_v2_checkpoint_with_sidecars(tmp_path: Path, top_level_format: str) -> None:
+    root = checkpointed_log(tmp_path)
+    log = root / "_delta_log"
+    rows = checkpoint_rows()
+    write_parquet(log / "_sidecars" / "s1.parquet", rows[3:4])
+    write_parquet(log / "_sidecars" / "s%202.parquet", rows[4:])  # the sidecar path is URL-encoded too
+    sidecars = [
+        {"sidecar": {"path": "s1.parquet", "sizeInBytes": 1, "modificationTime": 1}},
+        {"sidecar": {"path": "s%25202.parquet", "sizeInBytes": 1, "modificationTime": 1}},
+    ]
+    top = [{"checkpointMetadata": {"version": 1}}, *rows[:3], *sidecars]
+    name = f"{1:020d}.checkpoint.3a0d65cd-4056-49b8-937b-95f9e3ee90e5.{top_level_format}"
+    if top_level_format == "json":
+        top[1:3] = [{"protocol": PROTOCOL}, {"metaData": METADATA}]
+        (log / name).write_text("".join(json.dumps(a) + "\n" for a in top))
+    else:
+        schema = CHECKPOINT_SCHEMA.append(
+            pa.field(
+                "sidecar",
+                pa.struct(
+                    [("path", pa.string()), ("sizeInBytes", pa.int64()), ("modificationTime", pa.int64())]
+                ),
+            )
+        ).append(pa.field("checkpointMetadata", pa.struct([("version", pa.int64())])))
+        write_parquet(log / name, top, schema)
+    assert_checkpoint_state(root)
+    (log / "_sidecars" / "s1.parquet").unlink()
+    with pytest.raises(MirrorInputError) as err:
+        DeltaTable(root).state(1)
+    assert err.value.version == 1 and err.value.file.endswith("_sidecars/s1.parquet")
+
+
+def test_replay_starts_at_the_newest_checkpoint(copy_fixture) -> None:
+    original = DeltaTable(DELTA_FIXTURES / "dv-partitioned-with-checkpoint")
+    root = copy_fixture("dv-partitioned-with-checkpoint")
+    # Corrupt every commit before the checkpoint at 10: state(10..15) must not read them.
+    for v in range(10):
+        (root / "_delta_log" / f"{v:020d}.json").write_text("not json\n")
+    # A stale `_last_checkpoint` is only a hint; the listing decides.
+    (root / "_delta_log" / "_last_checkpoint").write_text('{"version": 99, "size": 1}')
+    table = DeltaTable(root)
+    for v in (10, 15):
+        assert names(table.state(v).files.values()) == names(original.state(v).files.values())
+    with pytest.raises(MirrorInputError, match="not JSON") as err:
+        table.state(9)
+    assert err.value.file.endswith(f"{0:020d}.json")
+
+
+# --- protocol -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("protocol", "refused"),
+    [
+        (Protocol(1, 2), None),
+        (Protocol(2, 5), None),  # legacy column mapping
+        (Protocol(3, 7, frozenset(SUPPORTED_READER_FEATURES), frozenset({"appendOnly"})), None),
+        (
+            Protocol(3, 7, frozenset({"deletionVectors", "variantType", "typeWidening"})),
+            "typeWidening, variantType",
+        ),
+        (Protocol(4, 7, frozenset()), "minReaderVersion=4"),
+    ],
+)
+def test_check_protocol_names_refused_features(protocol: Protocol, refused: str | None) -> None:
+    if refused is None:
+        check_protocol(protocol, table="t", version=3)
+        return
+    with pytest.raises(UnsupportedFeatureError) as err:
+        check_protocol(protocol, table="t", version=3)
+    assert refused in err.value.reason and (err.value.table, err.value.version) == ("t", 3)
+
+
+def test_replay_refuses_an_unsupported_reader_feature(tmp_path: Path) -> None:
+    protocol = {**PROTOCOL, "readerFeatures": ["deletionVectors", "catalogManaged"]}
+    root = write_log(tmp_path, [base_commit(add("a.parquet")), [info("ALTER"), {"protocol": protocol}]])
+    assert len(DeltaTable(root).state(0).files) == 1
+    with pytest.raises(UnsupportedFeatureError, match="catalogManaged") as err:
+        DeltaTable(root).state(1)
+    assert err.value.version == 1 and err.value.table == str(root)
+    with pytest.raises(UnsupportedFeatureError, match="catalogManaged"):
+        list(DeltaTable(root).changes(0, 1))
+    assert DeltaTable(root, enforce_protocol=False).state(1).protocol.reader_features == {
+        "deletionVectors",
+        "catalogManaged",
+    }
