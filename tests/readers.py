@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 from decimal import Decimal
 from typing import Any
 
@@ -11,6 +12,10 @@ from pyspark.sql import SparkSession
 
 from dv_assets.iceberg.commit import DELTA_VERSION_PROPERTY
 from resources.spark import ICEBERG_CATALOG_NAME, CatalogLocation
+
+# Delta Spark may write timestamps as Parquet INT96 (nanoseconds). Iceberg Java reads those as
+# timestamptz; pyiceberg does so for v3 tables only with this switch (it is on by default for v2).
+os.environ.setdefault("PYICEBERG_DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE", "true")
 
 
 def normalize(value: Any) -> Any:
