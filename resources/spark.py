@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_JARS_DIR = REPO_ROOT / ".jars"
 ICEBERG_CATALOG_NAME = "dvmirror"
+LOG4J2_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
 
 # Keep in step with jvm/pom.xml.
 SPARK_PACKAGES = (
@@ -96,6 +97,7 @@ def spark_config(catalog: CatalogLocation, jars_dir: Path | None = None) -> dict
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": os.environ.get("DVMIRROR_SPARK_DRIVER_MEMORY", "3g"),
         "spark.sql.session.timeZone": "UTC",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}",
     }
     for key, value in catalog.iceberg_java_properties().items():
         conf[f"spark.sql.catalog.{ICEBERG_CATALOG_NAME}.{key}"] = value
@@ -110,6 +112,7 @@ def get_or_create_spark(catalog: CatalogLocation, jars_dir: Path | None = None) 
     """The process's one Spark session. Its `dvmirror` catalog is fixed once the session exists."""
     catalog.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
     catalog.warehouse.mkdir(parents=True, exist_ok=True)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode needs no routable address
     builder = SparkSession.builder
     for key, value in spark_config(catalog, jars_dir).items():
         builder = builder.config(key, value)
@@ -119,19 +122,41 @@ def get_or_create_spark(catalog: CatalogLocation, jars_dir: Path | None = None) 
 
 
 class IcebergSparkResource(dg.ConfigurableResource):
-    """Spark with Delta and Iceberg, for the Dagster assets; the same settings the CLI uses."""
+    """Spark with Delta and Iceberg for the Dagster assets, checks and cleanup: the CLI's settings.
+
+    A process has one SparkSession and its `dvmirror` catalog is fixed when the session starts, so the
+    resource reuses a running session (the tests', or an earlier run step's) and refuses one whose
+    catalog is not the configured one rather than writing to the wrong catalog.
+    """
 
     catalog_uri: str = Field(description="sqlite:///PATH/catalog.db, the Iceberg catalog both engines open")
     warehouse: str = Field(description="Directory of the Iceberg warehouse")
     jars_dir: str = Field(default=str(DEFAULT_JARS_DIR), description="Folder of jars from `make jars`")
+
+    @classmethod
+    def for_catalog(cls, catalog: CatalogLocation) -> IcebergSparkResource:
+        return cls(catalog_uri=catalog.sqlalchemy_uri, warehouse=str(catalog.warehouse))
 
     @property
     def catalog(self) -> CatalogLocation:
         return CatalogLocation.from_uri(self.catalog_uri, self.warehouse)
 
     def pyspark(self) -> LazyPySparkResource:
+        """dagster-pyspark's resource with the same configuration (for ops that want its interface)."""
         return LazyPySparkResource(spark_config=spark_config(self.catalog, Path(self.jars_dir)))
+
+    def get_session(self) -> SparkSession:
+        catalog = self.catalog
+        active = SparkSession.getActiveSession()
+        spark = active if active is not None else get_or_create_spark(catalog, Path(self.jars_dir))
+        configured = spark.conf.get(f"spark.sql.catalog.{ICEBERG_CATALOG_NAME}.uri", None)
+        if configured != catalog.jdbc_uri:
+            raise dg.DagsterInvariantViolationError(
+                f"the running Spark session's `{ICEBERG_CATALOG_NAME}` catalog is {configured}, not "
+                f"{catalog.jdbc_uri}: one process holds one catalog; configure the resource to match"
+            )
+        return spark
 
     @property
     def spark_session(self) -> SparkSession:
-        return get_or_create_spark(self.catalog, Path(self.jars_dir))
+        return self.get_session()
