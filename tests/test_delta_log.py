@@ -177,7 +177,7 @@ def test_missing_and_unreadable_commits_are_named(copy_fixture) -> None:
     commit2.unlink()
     with pytest.raises(MirrorInputError) as err:
         DeltaTable(root).state(3)
-    assert err.value.version == 3  # nothing at or before 3 is followed by every commit up to it
+    assert err.value.version == 3 and err.value.file == str(commit2)  # names the commit that is gone
     with pytest.raises(MirrorInputError) as err:
         DeltaTable(root).state(7)
     assert err.value.version == 7 and "does not exist" in err.value.reason

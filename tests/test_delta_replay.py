@@ -134,6 +134,7 @@ def test_restore_optimize_purge_and_dv_updates(tmp_path: Path) -> None:
     assert changes[6].removed[0].dv_unique_id == "udv2@1" and names(changes[6].added) == ["d.parquet"]
     assert not changes[6].data_change
     assert names(table.state(6).files.values()) == ["d.parquet"]
+    assert len({*changes[0].added, *table.state(0).files.values()}) == 2  # hashable on (location, DV id)
     assert names(table.state(3).files.values()) == ["a.parquet", "b.parquet"]
 
 

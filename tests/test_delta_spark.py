@@ -29,25 +29,26 @@ ROWS_SQL = ", ".join(f"({10 * k + i}, '{p}')" for k, p in enumerate(PARTITION_VA
 
 
 def build_classic(spark, root: Path) -> None:
-    """v0 CTAS; v1, v2 deletes (DVs; classic checkpoint at 2); v3 insert; v4 delete (multi-part
-    checkpoint at 4, checkpoint.partSize=1); v5 REORG ... APPLY (PURGE) (dataChange=false)."""
+    """v0 CTAS; v1 delete (DVs); v2 insert (classic checkpoint); v3 insert; v4 insert (multi-part
+    checkpoint, checkpoint.partSize=1); v5 delete (DV updates after the checkpoint)."""
     create_with_rows(spark, root, "")
     spark.sql(f"DELETE FROM delta.`{root}` WHERE id % 10 = 0")
-    spark.sql(f"DELETE FROM delta.`{root}` WHERE id = 11")
-    spark.sql(f"INSERT INTO delta.`{root}` VALUES (100, 'a b'), (101, 'new')")
+    spark.sql(f"INSERT INTO delta.`{root}` VALUES (100, 'a b')")
+    spark.sql(f"INSERT INTO delta.`{root}` VALUES (101, 'new')")
     spark.conf.set(CHECKPOINT_PART_SIZE, "1")
     try:
-        spark.sql(f"DELETE FROM delta.`{root}` WHERE id IN (12, 21)")
+        spark.sql(f"INSERT INTO delta.`{root}` VALUES (102, 'new')")
     finally:
         spark.conf.unset(CHECKPOINT_PART_SIZE)
-    spark.sql(f"REORG TABLE delta.`{root}` APPLY (PURGE)")
+    spark.sql(f"DELETE FROM delta.`{root}` WHERE id IN (11, 21)")
 
 
 def build_v2(spark, root: Path) -> None:
-    """v0 CTAS; v1, v2 deletes (DVs; V2 checkpoint with sidecars at 2); v3 REORG ... APPLY (PURGE)."""
+    """v0 CTAS; v1, v2 deletes (DVs; V2 checkpoint with sidecars at 2); v3 REORG ... APPLY (PURGE)
+    (dataChange=false)."""
     create_with_rows(spark, root, ", 'delta.checkpointPolicy'='v2'")
     spark.sql(f"DELETE FROM delta.`{root}` WHERE id % 10 = 0")
-    spark.sql(f"DELETE FROM delta.`{root}` WHERE id = 11")
+    spark.sql(f"DELETE FROM delta.`{root}` WHERE id IN (11, 21)")
     spark.sql(f"REORG TABLE delta.`{root}` APPLY (PURGE)")
 
 
@@ -74,6 +75,8 @@ LATEST = {"classic": 5, "v2": 3}
 # The last checkpoint: the commits before it are deleted (Delta Spark needs the checkpoint's own commit
 # for time travel; test_delta_log covers a log without it).
 OLDEST = {"classic": 4, "v2": 2}
+# Version -> number of files whose DV the DELETE replaced (v1 deletes row 10*k of every file).
+DV_UPDATES = {"classic": {1: len(PARTITION_VALUES), 5: 2}, "v2": {1: len(PARTITION_VALUES), 2: 2}}
 
 
 def without_early_commits(root: Path, dest: Path, oldest: int) -> Path:
@@ -156,25 +159,29 @@ def test_without_early_commits_matches_delta_spark(
         assert live_rows_per_file(table.state(version)) == spark_live_rows_per_file(spark, root, version), (
             version
         )
-    whole, purge = assert_changes_match_states(table, oldest, latest)
+    whole, last = assert_changes_match_states(table, oldest, latest)
     # Nothing before the oldest version survives: its change adds the whole state.
-    assert (whole.operation, whole.removed, whole.dv_changed) == ("DELETE", [], [])
+    assert (whole.removed, whole.dv_changed) == ([], [])
     assert {f.location for f in whole.added} == set(table.state(oldest).files)
-    assert purge.operation.startswith("REORG") and not purge.data_change
-    assert purge.removed and all(f.deletion_vector for f in purge.removed) and purge.added
+    assert whole.operation == ("WRITE" if name == "classic" else "DELETE")
+    if name == "classic":
+        assert len(last.dv_changed) == DV_UPDATES[name][latest]
+    else:
+        assert last.operation.startswith("REORG") and not last.data_change
+        assert last.removed and all(f.deletion_vector for f in last.removed) and last.added
 
 
 @pytest.mark.parametrize("name", ["classic", "v2"])
 def test_changes_classify_spark_deletes_as_dv_updates(tables: dict[str, Path], name: str) -> None:
     table = DeltaTable(tables[name])
     changes = assert_changes_match_states(table, 0, LATEST[name])
-    first_delete, second_delete = changes[1], changes[2]
-    assert len(first_delete.dv_changed) == len(PARTITION_VALUES)  # every file lost its row 10*k
-    assert len(second_delete.dv_changed) == 1
-    for change in (first_delete, second_delete):
+    for version, updated in DV_UPDATES[name].items():
+        change = changes[version]
         assert (change.added, change.removed, change.operation, change.data_change) == (
             [],
             [],
             "DELETE",
             True,
         )
+        assert len(change.dv_changed) == updated
+        assert all(before.location == after.location for before, after in change.dv_changed)

@@ -79,6 +79,10 @@ class AddFile:
     deletion_vector: DeletionVectorDescriptor | None
     tags: dict[str, str | None] | None
 
+    def __hash__(self) -> int:
+        # The generated hash would fail on the dict fields; (location, DV id) is the replay key.
+        return hash((self.location, self.dv_unique_id))
+
     @cached_property
     def parsed_stats(self) -> dict | None:
         # Stats are optional and advisory: unreadable stats must not make the file unreadable.

@@ -149,11 +149,14 @@ class DeltaTable:
             )
         start = _replay_start(listing, version)
         if start is None:
+            missing = max(v for v in range(version + 1) if v not in listing.commits)
+            oldest = _oldest_reconstructable(listing)
             raise MirrorInputError(
-                "version cannot be reconstructed: no checkpoint at or before it (or commit 0) is followed "
-                f"by every commit up to it (oldest reconstructable: {_oldest_reconstructable(listing)})",
+                f"version cannot be reconstructed: commit {missing} is missing and no checkpoint at or "
+                f"after it precedes this version (oldest reconstructable: {oldest})",
                 table=self.table_root,
                 version=version,
+                file=self._log.file_path(f"{missing:020d}.json"),
             )
         replay = _Replay(-1, None, None, {}) if start < 0 else self._load_checkpoint(listing, start)
         for v in range(start + 1, version + 1):
