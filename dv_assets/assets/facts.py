@@ -1,0 +1,190 @@
+"""Facts the assets, checks and sensors share: what a Delta commit did (pure Python, from the log) and
+which Iceberg snapshot mirrors a Delta version (Iceberg Java, through the Spark session)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+
+from dv_assets.delta.actions import AddFile
+from dv_assets.delta.replay import DeltaTable, TableState, VersionChange
+from dv_assets.dv.reader import filesystem_and_path
+from dv_assets.iceberg.commit import DELTA_VERSION_PROPERTY, IcebergJava
+
+# -- Delta ------------------------------------------------------------------------------------------
+
+
+def record_count(add: AddFile) -> int:
+    """numRecords from the file's stats, else the Parquet footer (one small read)."""
+    if add.num_records is not None:
+        return add.num_records
+    filesystem, path = filesystem_and_path(add.location)
+    with filesystem.open_input_file(path) as handle:
+        return pq.ParquetFile(handle).metadata.num_rows
+
+
+def dv_cardinality(add: AddFile) -> int:
+    return 0 if add.deletion_vector is None else add.deletion_vector.cardinality
+
+
+def live_rows(state: TableState) -> int:
+    """Rows of the table at that version from Delta's metadata alone: Σ numRecords - Σ DV cardinality."""
+    return sum(record_count(f) - dv_cardinality(f) for f in state.files.values())
+
+
+def dv_cardinalities(state: TableState) -> dict[str, int]:
+    """Data file location → its DV's cardinality, for the files of the version that carry a DV."""
+    return {loc: f.deletion_vector.cardinality for loc, f in state.files.items() if f.deletion_vector}
+
+
+@dataclass
+class CommitFacts:
+    """What one Delta commit did, in the terms a person reads: files, DVs, rows."""
+
+    version: int
+    operation: str
+    timestamp_ms: int | None
+    operation_parameters: dict
+    data_files_added: int
+    data_files_removed: int
+    dvs_added: int
+    dvs_updated: int
+    dvs_removed: int  # DVs dropped: with their data file (OPTIMIZE, REORG PURGE, rewrites) or alone
+    data_files_with_dv_removed: int
+    rows_deleted_by_dvs: int  # Σ (new DV cardinality - old DV cardinality) of DV changes and new files
+    rows_added: int  # live rows of the added data files
+    rows_removed: int  # live rows of the removed data files
+    live_rows: int
+    live_data_files: int
+    live_dvs: int
+    files: list[dict] = field(default_factory=list)  # one row per touched file, for the UI table
+
+    @property
+    def removed_files_carrying_dvs(self) -> bool:
+        """The commit made a mirror-owned delete file unreferenced: a compacted or replaced DV."""
+        return self.data_files_with_dv_removed > 0 or self.dvs_updated > 0 or self.dvs_removed > 0
+
+
+def _short(location: str, root: str) -> str:
+    return location[len(root) + 1 :] if location.startswith(root + "/") else location
+
+
+def commit_facts(delta: DeltaTable, version: int) -> CommitFacts:
+    change: VersionChange = next(iter(delta.changes(version, version)))
+    state = delta.state(version)
+    return facts_of(change, state, delta.table_root)
+
+
+def facts_of(change: VersionChange, state: TableState, root: str) -> CommitFacts:
+    files: list[dict] = []
+    dvs_added = dvs_updated = dvs_removed = with_dv_removed = 0
+    rows_deleted = rows_added = rows_removed = 0
+    for add in change.added:
+        rows_added += record_count(add) - dv_cardinality(add)
+        if add.deletion_vector is not None:
+            dvs_added += 1
+        files.append({"file": _short(add.location, root), "change": "added", "dv_cardinality": None})
+    for old in change.removed:
+        rows_removed += record_count(old) - dv_cardinality(old)
+        if old.deletion_vector is not None:
+            with_dv_removed += 1
+        files.append(
+            {"file": _short(old.location, root), "change": "removed", "dv_cardinality": dv_cardinality(old)}
+        )
+    for before, after in change.dv_changed:
+        if before.deletion_vector is None:
+            dvs_added += 1
+            kind = "DV added"
+        elif after.deletion_vector is None:
+            dvs_removed += 1
+            kind = "DV removed"
+        else:
+            dvs_updated += 1
+            kind = "DV updated"
+        rows_deleted += dv_cardinality(after) - dv_cardinality(before)
+        files.append(
+            {"file": _short(after.location, root), "change": kind, "dv_cardinality": dv_cardinality(after)}
+        )
+    info = change.commit_info or {}
+    params = info.get("operationParameters") or {}
+    return CommitFacts(
+        version=change.version,
+        operation=change.operation or "UNKNOWN",
+        timestamp_ms=info.get("timestamp"),
+        operation_parameters=params if isinstance(params, dict) else {"value": params},
+        data_files_added=len(change.added),
+        data_files_removed=len(change.removed),
+        dvs_added=dvs_added,
+        dvs_updated=dvs_updated,
+        dvs_removed=dvs_removed + with_dv_removed,
+        data_files_with_dv_removed=with_dv_removed,
+        rows_deleted_by_dvs=rows_deleted,
+        rows_added=rows_added,
+        rows_removed=rows_removed,
+        live_rows=live_rows(state),
+        live_data_files=len(state.files),
+        live_dvs=sum(1 for f in state.files.values() if f.deletion_vector is not None),
+        files=files,
+    )
+
+
+def operation_parameters_text(facts: CommitFacts) -> str:
+    return json.dumps(facts.operation_parameters, sort_keys=True)[:2000]
+
+
+# -- Iceberg ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MirrorSnapshot:
+    snapshot_id: int
+    delta_version: int
+    timestamp_ms: int
+    summary: dict[str, str]
+
+
+def mirror_snapshots(spark: SparkSession, table_name: str) -> list[MirrorSnapshot]:
+    """The table's snapshots that carry a Delta version, oldest first ([] when there is no table)."""
+    iceberg = IcebergJava(spark)
+    table = iceberg.load(table_name)
+    if table is None:
+        return []
+    found = []
+    for snapshot in table.snapshots():
+        summary = dict(snapshot.summary())
+        value = summary.get(DELTA_VERSION_PROPERTY)
+        if value is not None:
+            found.append(
+                MirrorSnapshot(
+                    snapshot_id=int(snapshot.snapshotId()),
+                    delta_version=int(value),
+                    timestamp_ms=int(snapshot.timestampMillis()),
+                    summary=summary,
+                )
+            )
+    found.sort(key=lambda s: (s.timestamp_ms, s.delta_version))
+    return found
+
+
+def snapshot_for_version(spark: SparkSession, table_name: str, version: int) -> MirrorSnapshot | None:
+    """The newest snapshot recording Delta version `version`, if any is retained."""
+    matching = [s for s in mirror_snapshots(spark, table_name) if s.delta_version == version]
+    return matching[-1] if matching else None
+
+
+def last_mirrored_version(spark: SparkSession, table_name: str) -> int | None:
+    iceberg = IcebergJava(spark)
+    table = iceberg.load(table_name)
+    return None if table is None else iceberg.last_mirrored_version(table)
+
+
+def drops_dv_files(change: VersionChange) -> bool:
+    """True when the commit ended a DV the mirror copied: its data file removed (OPTIMIZE, REORG PURGE,
+    a rewrite) or the DV itself replaced or dropped; the mirror's delete file then becomes garbage once
+    the snapshots that reference it expire."""
+    return any(f.deletion_vector is not None for f in change.removed) or any(
+        before.deletion_vector is not None for before, _ in change.dv_changed
+    )

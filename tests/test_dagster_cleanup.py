@@ -1,0 +1,71 @@
+"""The cleanup job expires snapshots and deletes only files the mirror wrote; Delta stays byte-identical."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import dagster as dg
+import pytest
+
+from dv_assets.checks import one_dv_result, row_count_result
+from dv_assets.iceberg.commit import IcebergJava
+from dv_assets.iceberg.layout import MirrorLayout
+from dv_assets.sync import sync_table
+from tests.test_dagster_support import definitions, hash_tree, make_source
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("format_version", [3, 2])
+def test_cleanup_reclaims_only_mirror_owned_files(spark, catalog, copy_fixture, format_version) -> None:
+    table = copy_fixture("dv-partitioned-with-checkpoint")
+    source = make_source(table, format_version=format_version, retain_last=2)
+    sync_table(spark, table, source.iceberg_table, format_version=format_version)
+    iceberg = IcebergJava(spark)
+    layout = MirrorLayout(iceberg.location(iceberg.load(source.iceberg_table)))
+    data_dir = layout.delete_dir.removeprefix("file:")
+
+    # A crashed run's leftover (old), an in-flight commit's file (fresh), and a file that is not ours.
+    old_orphan = f"{data_dir}/dvmirror-v00000000000000000099-crashed.puffin"
+    fresh_orphan = f"{data_dir}/dvmirror-v00000000000000000100-inflight.puffin"
+    not_ours = f"{data_dir}/someone-elses.parquet"
+    for path in (old_orphan, fresh_orphan, not_ours):
+        with open(path, "wb") as out:
+            out.write(b"x" * 100)
+    two_days_ago = time.time() - 2 * 86400
+    os.utime(old_orphan, (two_days_ago, two_days_ago))
+    os.utime(not_ours, (two_days_ago, two_days_ago))
+
+    delta_before = hash_tree(table)
+    owned_before = {p for p in os.listdir(data_dir) if p.startswith("dvmirror-")}
+    current = iceberg.delete_files_by_data_file(iceberg.load(source.iceberg_table))
+    live_delete_files = {e["file-path"].rsplit("/", 1)[-1] for e in current.values()}
+
+    defs = definitions([source], catalog)
+    with dg.instance_for_test() as instance:
+        result = defs.resolve_job_def("cleanup").execute_in_process(instance=instance)
+    assert result.success
+    output = result.output_for_node("expire_and_clean")
+    (observation,) = [
+        e.event_specific_data.asset_observation
+        for e in result.all_events
+        if e.event_type_value == "ASSET_OBSERVATION"
+    ]
+    meta = {k: v.value for k, v in observation.metadata.items()}
+
+    assert hash_tree(table) == delta_before  # not one Delta byte touched (data, DVs, _delta_log)
+    assert (meta["snapshots_before"], meta["snapshots_expired"], meta["snapshots_retained"]) == (16, 14, 2)
+    assert spark.sql(f"SELECT * FROM {source.spark_table}.snapshots").count() == 2
+    owned_after = {p for p in os.listdir(data_dir) if p.startswith("dvmirror-")}
+    assert live_delete_files <= owned_after  # everything a retained snapshot needs is still there
+    assert "dvmirror-v00000000000000000100-inflight.puffin" in owned_after
+    assert "dvmirror-v00000000000000000099-crashed.puffin" not in owned_after
+    assert os.path.exists(not_ours)
+    reclaimed = owned_before - owned_after
+    assert meta["delete_files_reclaimed"] + meta["orphans_reclaimed"] == len(reclaimed) > 1
+    assert meta["metadata_files_reclaimed"] > 0
+    assert output["bytes_reclaimed"] == meta["bytes_reclaimed"] > 0
+
+    # The retained snapshots still read correctly.
+    assert row_count_result(spark, source, 15).passed
+    assert one_dv_result(spark, source, 15).passed
