@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 JARS := .jars/.copied
 
-.PHONY: setup jars demo test test-long lint ui clean
+.PHONY: setup jars demo test test-long lint ui ui-test clean
 
 setup: $(INSTALLED) $(JARS)
 
@@ -36,6 +36,15 @@ test-long: setup
 lint: $(INSTALLED)
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+
+# The Dagster UI over the demo's instance (.dagster_home, written by `make demo`) and workspace.yaml.
+ui: setup
+	mkdir -p .dagster_home
+	DAGSTER_HOME=$(CURDIR)/.dagster_home $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+
+# The UI in headless Chromium (also part of `make test`); screenshot in .screenshots/.
+ui-test: setup
+	$(BIN)/pytest tests/test_ui_browser.py
 
 clean:
 	rm -rf $(VENV) .jars .dvmirror .dagster_home .pytest_cache

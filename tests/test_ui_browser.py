@@ -1,0 +1,161 @@
+"""The Dagster UI in a real browser: dagster-webserver on workspace.yaml, over an instance where a
+partition was materialized with its checks, rendered by headless Chromium (the UI is a React app, so
+the test reads the rendered DOM). A screenshot goes to .screenshots/ (git-ignored)."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import dagster as dg
+import pytest
+
+from tests.test_dagster_support import build_source, checks_passed, make_source, materialize_version
+
+REPO = Path(__file__).resolve().parent.parent
+SCREENSHOTS = REPO / ".screenshots"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="chromium is not installed (apt-get install -y chromium; .ci/run installs it first)",
+    ),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _chromium(url: str, profile: Path, *extra: str) -> subprocess.CompletedProcess:
+    assert CHROMIUM is not None
+    return subprocess.run(
+        [
+            CHROMIUM,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={profile}",
+            "--virtual-time-budget=15000",
+            *extra,
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def rendered_text(url: str, profile: Path) -> str:
+    dom = _chromium(url, profile, "--dump-dom").stdout
+    text = re.sub(r"<script.*?</script>|<style.*?</style>", " ", dom, flags=re.S)
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", text)))
+
+
+@pytest.fixture
+def webserver(spark, catalog, copy_fixture, tmp_path) -> Iterator[tuple[str, str]]:
+    """A webserver over an instance holding one materialized partition (with checks) of a mirror."""
+    table = copy_fixture("table-with-dv-small")
+    source = make_source(table)
+    sources = tmp_path / "sources.yaml"
+    entry = f"{{name: {source.name}, delta_path: '{table}', iceberg_table: {source.iceberg_table}}}"
+    sources.write_text(f"sources:\n  - {entry}\n")
+    home = tmp_path / "dagster_home"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
+    with dg.DagsterInstance.from_config(str(home)) as instance:
+        result = materialize_version(build_source(source), catalog, instance, 1)
+        assert checks_passed(result) == {"row_count_matches": True, "one_dv_per_data_file": True}
+
+    port = _free_port()
+    env = {
+        **os.environ,
+        "DAGSTER_HOME": str(home),
+        "DVMIRROR_SOURCES": str(sources),
+        "DVMIRROR_CATALOG_URI": catalog.sqlalchemy_uri,
+        "DVMIRROR_WAREHOUSE": str(catalog.warehouse),
+    }
+    webserver_bin = Path(sys.executable).parent / "dagster-webserver"
+    server = subprocess.Popen(
+        [str(webserver_bin), "-w", "workspace.yaml", "-h", "127.0.0.1", "-p", str(port)],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"{url}/server_info", timeout=2):
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    pytest.fail("dagster-webserver did not come up")
+                time.sleep(0.5)
+        # The community sign-up modal (shown once per instance on localhost) would cover the screenshot.
+        request = urllib.request.Request(
+            f"{url}/graphql",
+            data=json.dumps({"query": "mutation SetNuxSeen { setNuxSeen }"}).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=30) as response:
+            assert json.loads(response.read())["data"]["setNuxSeen"] is True
+        yield url, source.name
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def test_ui_shows_assets_metadata_and_checks(webserver, tmp_path) -> None:
+    url, name = webserver
+    profile = tmp_path / "chromium"
+
+    catalog = rendered_text(f"{url}/assets", profile)
+    assert f"delta / {name}" in catalog and f"iceberg / {name}" in catalog
+
+    delta = rendered_text(f"{url}/assets/delta/{name}?view=events&partition=1", profile)
+    assert "Partition 1 materialized" in delta
+    for shown in ("live_rows", "rows_deleted_by_dvs", "DVs added", "DELETE"):
+        assert shown in delta, shown
+
+    mirror = rendered_text(f"{url}/assets/iceberg/{name}?view=events&partition=1", profile)
+    for shown in ("snapshot_id", "dvs_copied", "bytes_written", "puffin_files", "mirrored_versions"):
+        assert shown in mirror, shown
+
+    checks = rendered_text(f"{url}/assets/iceberg/{name}?view=checks", profile)
+    assert "row_count_matches" in checks and "one_dv_per_data_file" in checks
+    assert "Succeeded" in checks or "Passed" in checks
+
+    SCREENSHOTS.mkdir(exist_ok=True)
+    shot = SCREENSHOTS / "ui-iceberg-mirror.png"
+    shot.unlink(missing_ok=True)
+    _chromium(
+        f"{url}/assets/iceberg/{name}?view=events&partition=1",
+        profile,
+        f"--screenshot={shot}",
+        "--window-size=1400,1000",
+    )
+    assert shot.exists() and shot.stat().st_size > 10_000
