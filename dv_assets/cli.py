@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 
@@ -40,6 +41,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _child_stderr_to_log() -> None:
+    """Send what the Spark JVM (a child process, inheriting fd 2) prints at start-up to a log file.
+
+    The JVM and Spark's default log4j profile write a few lines to stderr; the contract is one line on
+    stderr for bad input. Python's own `sys.stderr` keeps the original stream.
+    """
+    log = tempfile.NamedTemporaryFile(prefix="dvmirror-spark-", suffix=".log", delete=False)  # noqa: SIM115
+    sys.stderr.flush()
+    original = os.dup(2)
+    os.dup2(log.fileno(), 2)
+    log.close()
+    sys.stderr = os.fdopen(original, "w", buffering=1)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     cwd = Path.cwd()
@@ -56,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         from dv_assets.sync import sync_table
         from resources.spark import CatalogLocation, get_or_create_spark
 
+        if not os.environ.get("DVMIRROR_DEBUG"):
+            _child_stderr_to_log()
         spark = get_or_create_spark(CatalogLocation.from_uri(catalog_uri, warehouse))
 
         def progress(result) -> None:

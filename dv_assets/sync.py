@@ -21,7 +21,7 @@ from dv_assets.delta.actions import AddFile, Metadata
 from dv_assets.delta.paths import table_root_of
 from dv_assets.delta.replay import DeltaTable, VersionChange
 from dv_assets.dv.reader import DVTask, VerifiedDV, convert_dv_batch, filesystem_and_path
-from dv_assets.errors import MirrorInputError
+from dv_assets.errors import MirrorInputError, UnsupportedFeatureError
 from dv_assets.iceberg import content_files
 from dv_assets.iceberg import metrics as iceberg_metrics
 from dv_assets.iceberg import schema as iceberg_schema
@@ -123,6 +123,11 @@ def sync_table(
 
     for change in delta.changes(start, target):
         began = time.monotonic()
+        if table is None or change.metadata_changed:
+            try:
+                _check_field_ids_readable(change.metadata)
+            except MirrorInputError as err:
+                raise err.at(table=delta_root, version=change.version) from None
         if table is None:
             location = iceberg.default_location(table_name)
             new_table = _new_table(change.metadata, delta_root, fmt)
@@ -191,6 +196,45 @@ def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
             NAME_MAPPING_PROPERTY: json.dumps(iceberg_schema.name_mapping(schema, metadata.schema, mode)),
         },
     )
+
+
+def _check_field_ids_readable(metadata: Metadata) -> None:
+    """Refuse column mapping with list/map columns whose Parquet element/key/value nodes carry no field id.
+
+    Under column mapping Delta writes Parquet field ids on struct fields only; list elements and map
+    keys/values get one only when `delta.columnMapping.nested.ids` says so (IcebergCompat). Iceberg
+    readers read a file that has field ids by id alone (the name mapping is only for files without
+    any), so such a column cannot be read from the mirror: Iceberg Java fails on it.
+    """
+    mode = metadata.column_mapping_mode
+    if mode == "none":
+        return
+    missing: list[str] = []
+
+    def walk(delta_type, logical: str, physical: str, nested_ids: dict) -> None:
+        if not isinstance(delta_type, dict):
+            return
+        kind = delta_type.get("type")
+        if kind == "struct":
+            for f in delta_type.get("fields", []):
+                meta = f.get("metadata") or {}
+                name = f"{logical}.{f['name']}" if logical else f["name"]
+                physical_name = meta.get(iceberg_schema.PHYSICAL_NAME) or f["name"]
+                walk(f["type"], name, physical_name, meta.get(iceberg_schema.NESTED_IDS) or {})
+            return
+        parts = {"array": [("element", "elementType")], "map": [("key", "keyType"), ("value", "valueType")]}
+        for part, child in parts.get(kind, []):
+            if f"{physical}.{part}" not in nested_ids:
+                missing.append(f"{logical}.{part}")
+            walk(delta_type[child], f"{logical}.{part}", f"{physical}.{part}", nested_ids)
+
+    walk(metadata.schema, "", "", {})
+    if missing:
+        raise UnsupportedFeatureError(
+            f"column mapping mode {mode!r} with list/map columns whose Parquet element/key/value fields "
+            f"have no field id (no {iceberg_schema.NESTED_IDS}): {', '.join(missing)}; Iceberg readers "
+            "read these files by field id and could not read those columns"
+        )
 
 
 def _partition(add: AddFile, metadata: Metadata, schema: dict) -> list:
