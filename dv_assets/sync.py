@@ -102,7 +102,7 @@ def sync_table(
         current_schema: dict | None = None
     else:
         props = iceberg.properties(table)
-        fmt = int(props.get("format-version", "2"))
+        fmt = iceberg.format_version(table)
         if format_version is not None and format_version != fmt:
             raise MirrorInputError(
                 f"the Iceberg table is format version {fmt}, not {format_version}", table=delta_root

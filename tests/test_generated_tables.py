@@ -8,12 +8,13 @@ and pyiceberg for the final version.
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
 import pytest
 
-from dv_assets.errors import UnsupportedFeatureError
+from dv_assets.errors import MirrorInputError, UnsupportedFeatureError
 from dv_assets.sync import sync_table
 from tests.delta_histories import (
     Mirrored,
@@ -39,11 +40,11 @@ def _fast(spark):
 PARTS = ["a b", "50%", "k&v", "x=y", None, "a%20b=c&d"]
 
 
-def _mirror_both(spark, root: Path, name: str, split_at: list[int]) -> list[Mirrored]:
-    """Format 3 in one run; format 2 incrementally, stopping at each of `split_at`."""
+def _mirror_both(spark, root: Path, name: str, split_at: list[int], split_format: int = 2) -> list[Mirrored]:
+    """Both formats; `split_format` incrementally (stopping at each of `split_at`), the other in one run."""
     return [
-        mirror(spark, root, f"gen.{name}_v3", 3),
-        mirror(spark, root, f"gen.{name}_v2", 2, split_at=split_at),
+        mirror(spark, root, f"gen.{name}_v{fmt}", fmt, split_at=split_at if fmt == split_format else [])
+        for fmt in (3, 2)
     ]
 
 
@@ -171,7 +172,7 @@ def test_partitioned_history(spark, catalog, tmp_path: Path, mapping: str, v2_ch
     root = tmp_path / f"part {mapping}"
     _partitioned_history(spark, root, mapping, v2_checkpoints)
     latest = latest_version(root)
-    mirrors = _mirror_both(spark, root, f"part_{mapping}", split_at=[1, latest - 2])
+    mirrors = _mirror_both(spark, root, f"part_{mapping}", split_at=[1, latest - 2], split_format=3)
     assert assert_mirrors_match(spark, catalog, root, mirrors, label=f"part {mapping}") == 2 * (latest + 1)
 
 
@@ -204,7 +205,7 @@ def _random_histories(spark, catalog, tmp_path: Path, count: int, ops: int, pref
         root = tmp_path / f"random {seed}"
         statements = random_history(spark, root, seed, ops)
         latest = latest_version(root)
-        mirrors = _mirror_both(spark, root, f"{prefix}{seed}", split_at=[latest // 2])
+        mirrors = _mirror_both(spark, root, f"{prefix}{seed}", [latest // 2], split_format=3 - index % 2)
         try:
             assert_mirrors_match(spark, catalog, root, mirrors, label=f"seed {seed}")
         except AssertionError as err:
@@ -218,3 +219,35 @@ def test_random_histories(spark, catalog, tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_random_histories_long(spark, catalog, tmp_path: Path) -> None:
     _random_histories(spark, catalog, tmp_path, count=25, ops=12, prefix="rndlong")
+
+
+def test_format_3_kept_after_a_schema_change(spark, catalog, copy_fixture) -> None:
+    """A run after a schema change keeps a format-3 table format 3, with or without `format_version`.
+
+    Regression: the format was read from the `format-version` table property, which Iceberg drops from
+    the properties when the mirror rewrites the metadata for a new schema; later runs then took the
+    table for format 2 (and refused `format_version=3`, or would have written Parquet deletes to it).
+    """
+    root = copy_fixture("table-with-dv-small")
+    log = root / "_delta_log"
+    metadata = next(
+        json.loads(line)["metaData"]
+        for line in (log / f"{0:020d}.json").read_text().splitlines()
+        if '"metaData"' in line
+    )
+    schema = json.loads(metadata["schemaString"])
+    schema["fields"].append({"name": "added", "type": "string", "nullable": True, "metadata": {}})
+    metadata["schemaString"] = json.dumps(schema)
+    commit = [{"commitInfo": {"timestamp": 1, "operation": "ADD COLUMNS"}}, {"metaData": metadata}]
+    (log / f"{2:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in commit))
+
+    name = "gen.format3_after_schema_change"
+    assert sync_table(spark, root, name, format_version=3).mirrored_versions == [0, 1, 2]
+    for flag in (None, 3):
+        assert sync_table(spark, root, name, format_version=flag).format_version == 3
+    with pytest.raises(MirrorInputError, match="format version 3, not 2"):
+        sync_table(spark, root, name, format_version=2)
+    table = catalog.pyiceberg_catalog().load_table(name)
+    assert table.format_version == 3
+    rows = table.scan().to_arrow().to_pylist()
+    assert sorted(r["value"] for r in rows) == list(range(1, 9)) and {r["added"] for r in rows} == {None}

@@ -72,6 +72,12 @@ class IcebergJava:
         return dict(table.properties())
 
     @staticmethod
+    def format_version(table) -> int:
+        """The table's format version, from its metadata (`format-version` is a reserved property that
+        Iceberg does not keep in the properties map once the metadata is rewritten)."""
+        return int(table.operations().current().formatVersion())
+
+    @staticmethod
     def last_mirrored_version(table) -> int | None:
         snapshot = table.currentSnapshot()
         if snapshot is None:
