@@ -339,7 +339,6 @@ def _version_commit(
         evolved = iceberg_schema.evolve(schema, metadata.schema, metadata.column_mapping_mode)
         if evolved["fields"] != schema["fields"]:
             new_schema = evolved
-    removed_locations = {f.location for f in plan.remove_data_files}
     missing = [loc for loc in plan.drop_deletes_of if loc not in deletes]
     if missing:
         raise MirrorInputError(
@@ -358,10 +357,9 @@ def _version_commit(
         add_data_files=[_data_file_json(f, metadata, new_schema or schema) for f in plan.add_data_files],
         remove_data_files=[_data_file_json(f, metadata, schema) for f in plan.remove_data_files],
         add_delete_files=added_deletes,
-        # In v3 Iceberg drops the DV of a removed data file itself; other replaced deletes go explicitly.
-        remove_delete_files=[
-            deletes[loc] for loc in plan.drop_deletes_of if fmt < 3 or loc not in removed_locations
-        ],
+        # Every replaced delete goes explicitly, the DV of a removed data file too: Iceberg (v3) does not
+        # always drop it itself, and a dangling DV comes back to life when RESTORE re-adds the file.
+        remove_delete_files=[deletes[loc] for loc in plan.drop_deletes_of],
         schema_json=new_schema,
         name_mapping=None
         if new_schema is None
