@@ -14,13 +14,13 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from dv_assets.delta.actions import AddFile, Metadata
+from dv_assets.delta.data_files import check_data_files_present, record_count
 from dv_assets.delta.paths import table_root_of
 from dv_assets.delta.replay import DeltaTable, VersionChange
-from dv_assets.dv.reader import DVTask, VerifiedDV, convert_dv_batch, filesystem_and_path
+from dv_assets.dv.reader import DVTask, VerifiedDV, convert_dv_batch
 from dv_assets.errors import MirrorInputError, UnsupportedFeatureError
 from dv_assets.iceberg import content_files
 from dv_assets.iceberg import metrics as iceberg_metrics
@@ -39,6 +39,7 @@ from dv_assets.iceberg.puffin import DVBlob, build_puffin
 from dv_assets.plan import MirrorPlan, plan_version
 
 DEFAULT_FORMAT_VERSION = 3
+DELTA_PARTITION_COLUMNS_PROPERTY = "dvmirror.delta-partition-columns"
 
 
 @dataclass
@@ -100,6 +101,7 @@ def sync_table(
         fmt = format_version or DEFAULT_FORMAT_VERSION
         deletes: dict[str, dict] = {}
         current_schema: dict | None = None
+        props: dict[str, str] = {}
     else:
         props = iceberg.properties(table)
         fmt = iceberg.format_version(table)
@@ -123,27 +125,32 @@ def sync_table(
 
     for change in delta.changes(start, target):
         began = time.monotonic()
-        if table is None or change.metadata_changed:
-            try:
-                _check_field_ids_readable(change.metadata)
-            except MirrorInputError as err:
-                raise err.at(table=delta_root, version=change.version) from None
-        if table is None:
-            location = iceberg.default_location(table_name)
-            new_table = _new_table(change.metadata, delta_root, fmt)
-            iceberg.create(table_name, new_table, location)
-            table = iceberg.load(table_name)
-            current_schema = new_table.schema_json
-        layout = MirrorLayout(iceberg.location(table))
         plan = plan_version(change)
+        location = iceberg.default_location(table_name) if table is None else iceberg.location(table)
+        layout = MirrorLayout(location)
+        written: list[str] = []
         try:
+            new_table = None
+            if table is None:
+                new_table = _new_table(change.metadata, delta_root, fmt)
+                current_schema = new_table.schema_json
+            elif change.metadata_changed:
+                _check_partitioning_unchanged(change.metadata, props)
+            if new_table is not None or change.metadata_changed:
+                _check_field_ids_readable(change.metadata)
+            check_data_files_present(plan.add_data_files)
             written, added_deletes = _write_deletes(delta_root, plan, change, fmt, layout, current_schema)
             commit = _version_commit(change, plan, deletes, added_deletes, current_schema, fmt, delta_root)
-        except MirrorInputError as err:
-            raise err.at(table=delta_root, version=change.version) from None
-        try:
             _crash_point_for_tests(change.version)
+            if new_table is not None:
+                # Created only once its first version is known to be mirrorable.
+                iceberg.create(table_name, new_table, location)
+                table = iceberg.load(table_name)
+                props = iceberg.properties(table)
             snapshot_id, current_schema = iceberg.commit(table_name, commit)
+        except MirrorInputError as err:
+            layout.delete_quietly(written)
+            raise err.at(table=delta_root, version=change.version) from None
         except BaseException:
             layout.delete_quietly(written)
             raise
@@ -190,12 +197,23 @@ def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
             "format-version": str(fmt),
             DELTA_TABLE_PROPERTY: delta_root,
             DELTA_TABLE_ID_PROPERTY: metadata.id,
+            DELTA_PARTITION_COLUMNS_PROPERTY: json.dumps(list(metadata.partition_columns)),
             # The mirror re-plans from the log after a conflict; Iceberg must not re-apply a stale plan.
             "commit.retry.num-retries": "0",
             **iceberg_metrics.MIRROR_TABLE_PROPERTIES,
             NAME_MAPPING_PROPERTY: json.dumps(iceberg_schema.name_mapping(schema, metadata.schema, mode)),
         },
     )
+
+
+def _check_partitioning_unchanged(metadata: Metadata, props: dict[str, str]) -> None:
+    """Delta can only change partition columns by rewriting the table; the mirror refuses to follow."""
+    mirrored = props.get(DELTA_PARTITION_COLUMNS_PROPERTY)
+    if mirrored is not None and json.loads(mirrored) != list(metadata.partition_columns):
+        raise UnsupportedFeatureError(
+            f"the partition columns changed from {json.loads(mirrored)} to "
+            f"{list(metadata.partition_columns)}; mirror the rewritten table into a new Iceberg table"
+        )
 
 
 def _check_field_ids_readable(metadata: Metadata) -> None:
@@ -247,15 +265,6 @@ def _partition(add: AddFile, metadata: Metadata, schema: dict) -> list:
     ]
 
 
-def _record_count(add: AddFile) -> int:
-    if add.num_records is not None:
-        return add.num_records
-    # No stats in the log: the Parquet footer knows (one small read, only for such files).
-    filesystem, path = filesystem_and_path(add.location)
-    with filesystem.open_input_file(path) as handle:
-        return pq.ParquetFile(handle).metadata.num_rows
-
-
 def _write_deletes(
     delta_root: str,
     plan: MirrorPlan,
@@ -271,7 +280,7 @@ def _write_deletes(
     if not plan.write_dvs:
         return [], []
     tasks = [
-        DVTask.of(delta_root, add.deletion_vector, data_file=add.location, num_records=_record_count(add))
+        DVTask.of(delta_root, add.deletion_vector, data_file=add.location, num_records=record_count(add))
         for add in plan.write_dvs
         if add.deletion_vector is not None
     ]
@@ -319,7 +328,7 @@ def _data_file_json(add: AddFile, metadata: Metadata, schema: dict) -> dict:
         location=add.location,
         partition=_partition(add, metadata, schema),
         size=add.size,
-        record_count=_record_count(add),
+        record_count=record_count(add),
         metrics=iceberg_metrics.from_delta_stats(add.stats, schema, metadata),
     )
 

@@ -202,3 +202,24 @@ def test_crash_before_commit_then_rerun_converges(copy_fixture, tmp_path: Path) 
     # One data file with exactly one DV (the rerun's; the crashed run's Puffin file is not referenced).
     tasks = list(table.scan().plan_files())
     assert [(t.file.file_path, len(t.delete_files)) for t in tasks] == [(str(root / DATA_NAME), 1)]
+
+
+@pytest.mark.parametrize("damage", ["missing", "wrong size"])
+def test_missing_data_file_refused_before_the_table_exists(spark, catalog, copy_fixture, damage: str) -> None:
+    """A data file the log adds must exist with the logged size; v0 refused means no table at all."""
+    root = copy_fixture(SMALL)
+    table_name = f"bad_input.data_file_{damage.replace(' ', '_')}"
+    if damage == "missing":
+        (root / DATA_NAME).unlink()
+    else:
+        (root / DATA_NAME).write_bytes((root / DATA_NAME).read_bytes() + b"\0")
+    with pytest.raises(MirrorInputError) as refused:
+        sync_table(spark, root, table_name)
+    assert (refused.value.version, refused.value.file) == (0, str(root / DATA_NAME))
+    assert refused.value.table == str(root)
+    assert not catalog.pyiceberg_catalog().table_exists(table_name)
+    assert _data_dir_files(catalog, table_name) == set()
+
+    shutil.copy2(DELTA_FIXTURES / SMALL / DATA_NAME, root / DATA_NAME)
+    assert sync_table(spark, root, table_name).mirrored_versions == [0, 1]
+    assert _rows(spark, table_name) == [1, 2, 3, 4, 5, 6, 7, 8]

@@ -6,24 +6,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from dv_assets.delta.actions import AddFile
+from dv_assets.delta.data_files import record_count
 from dv_assets.delta.replay import DeltaTable, TableState, VersionChange
-from dv_assets.dv.reader import filesystem_and_path
 from dv_assets.iceberg.commit import DELTA_VERSION_PROPERTY, IcebergJava
 
 # -- Delta ------------------------------------------------------------------------------------------
-
-
-def record_count(add: AddFile) -> int:
-    """numRecords from the file's stats, else the Parquet footer (one small read)."""
-    if add.num_records is not None:
-        return add.num_records
-    filesystem, path = filesystem_and_path(add.location)
-    with filesystem.open_input_file(path) as handle:
-        return pq.ParquetFile(handle).metadata.num_rows
 
 
 def dv_cardinality(add: AddFile) -> int:
