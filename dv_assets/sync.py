@@ -137,7 +137,9 @@ def sync_table(
             elif change.metadata_changed:
                 _check_partitioning_unchanged(change.metadata, props)
             if new_table is not None or change.metadata_changed:
-                _check_field_ids_readable(change.metadata)
+                iceberg_schema.check_field_ids_readable(
+                    change.metadata.schema, change.metadata.column_mapping_mode
+                )
             check_data_files_present(plan.add_data_files)
             written, added_deletes = _write_deletes(delta_root, plan, change, fmt, layout, current_schema)
             commit = _version_commit(change, plan, deletes, added_deletes, current_schema, fmt, delta_root)
@@ -213,45 +215,6 @@ def _check_partitioning_unchanged(metadata: Metadata, props: dict[str, str]) -> 
         raise UnsupportedFeatureError(
             f"the partition columns changed from {json.loads(mirrored)} to "
             f"{list(metadata.partition_columns)}; mirror the rewritten table into a new Iceberg table"
-        )
-
-
-def _check_field_ids_readable(metadata: Metadata) -> None:
-    """Refuse column mapping with list/map columns whose Parquet element/key/value nodes carry no field id.
-
-    Under column mapping Delta writes Parquet field ids on struct fields only; list elements and map
-    keys/values get one only when `delta.columnMapping.nested.ids` says so (IcebergCompat). Iceberg
-    readers read a file that has field ids by id alone (the name mapping is only for files without
-    any), so such a column cannot be read from the mirror: Iceberg Java fails on it.
-    """
-    mode = metadata.column_mapping_mode
-    if mode == "none":
-        return
-    missing: list[str] = []
-
-    def walk(delta_type, logical: str, physical: str, nested_ids: dict) -> None:
-        if not isinstance(delta_type, dict):
-            return
-        kind = delta_type.get("type")
-        if kind == "struct":
-            for f in delta_type.get("fields", []):
-                meta = f.get("metadata") or {}
-                name = f"{logical}.{f['name']}" if logical else f["name"]
-                physical_name = meta.get(iceberg_schema.PHYSICAL_NAME) or f["name"]
-                walk(f["type"], name, physical_name, meta.get(iceberg_schema.NESTED_IDS) or {})
-            return
-        parts = {"array": [("element", "elementType")], "map": [("key", "keyType"), ("value", "valueType")]}
-        for part, child in parts.get(kind, []):
-            if f"{physical}.{part}" not in nested_ids:
-                missing.append(f"{logical}.{part}")
-            walk(delta_type[child], f"{logical}.{part}", f"{physical}.{part}", nested_ids)
-
-    walk(metadata.schema, "", "", {})
-    if missing:
-        raise UnsupportedFeatureError(
-            f"column mapping mode {mode!r} with list/map columns whose Parquet element/key/value fields "
-            f"have no field id (no {iceberg_schema.NESTED_IDS}): {', '.join(missing)}; Iceberg readers "
-            "read these files by field id and could not read those columns"
         )
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import random
 import re
 from collections.abc import Iterator, Sequence
@@ -30,6 +29,7 @@ from pyspark.sql import functions as F
 
 from dv_assets.sync import SyncResult, sync_table
 from resources.spark import ICEBERG_CATALOG_NAME, CatalogLocation
+from tests.readers import snapshots_by_delta_version
 
 VERSION_COLUMN = "__v"
 
@@ -131,27 +131,12 @@ def iceberg_versions(spark: SparkSession, table_name: str, snapshots: dict[int, 
 def pyiceberg_rows(
     catalog: CatalogLocation, table_name: str, snapshot_id: int, columns: Sequence[str]
 ) -> list[tuple]:
-    """pyiceberg's rows of a snapshot.
-
-    Delta Spark writes timestamps as Parquet INT96 (Spark's default `outputTimestampType`), which
-    pyiceberg reads as nanoseconds and refuses to project onto Iceberg's microsecond types unless
-    `downcast-ns-timestamp-to-us-on-write` is set (Iceberg Java reads INT96 as it is).
-    """
+    """pyiceberg's rows of a snapshot (INT96 timestamps: see the switch in tests/readers.py)."""
     table = catalog.pyiceberg_catalog().load_table(table_name)
-    previous = os.environ.get(DOWNCAST_ENV)
-    os.environ[DOWNCAST_ENV] = "true"
-    try:
-        arrow = table.scan(snapshot_id=snapshot_id).to_arrow()
-    finally:
-        if previous is None:
-            del os.environ[DOWNCAST_ENV]
-        else:
-            os.environ[DOWNCAST_ENV] = previous
+    arrow = table.scan(snapshot_id=snapshot_id).to_arrow()
     assert sorted(arrow.column_names) == sorted(columns), (arrow.column_names, columns)
     return sorted_rows(arrow, columns)
 
-
-DOWNCAST_ENV = "PYICEBERG_DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE"
 
 # Settings that only make small Delta DML faster on two cores (no effect on what is written or read):
 # whole-stage codegen and AQE cost more than they save on tables of a few dozen rows.
@@ -178,18 +163,6 @@ def fast_spark(spark: SparkSession) -> Iterator[None]:
                 spark.conf.unset(key)
             else:
                 spark.conf.set(key, value)
-
-
-def snapshot_versions(catalog: CatalogLocation, table_name: str) -> dict[int, int]:
-    """{delta version: snapshot id} of every snapshot in the table's history (pyiceberg's view)."""
-    table = catalog.pyiceberg_catalog().load_table(table_name)
-    out: dict[int, int] = {}
-    for snapshot in table.snapshots():
-        summary = snapshot.summary.additional_properties if snapshot.summary else {}
-        version = int(summary["dvmirror.delta-version"])
-        assert version not in out, f"{table_name}: two snapshots for Delta version {version}"
-        out[version] = snapshot.snapshot_id
-    return out
 
 
 @dataclass
@@ -242,7 +215,7 @@ def assert_mirrors_match(
         assert sorted(m.snapshots) == versions, (
             f"{where}: mirrored {sorted(m.snapshots)}, Delta has {versions}"
         )
-        assert snapshot_versions(catalog, m.table_name) == m.snapshots, where
+        assert snapshots_by_delta_version(catalog, m.table_name) == m.snapshots, where
         actual = iceberg_versions(spark, m.table_name, m.snapshots)
         for v in versions:
             assert actual.columns[v] == expected.columns[v], (

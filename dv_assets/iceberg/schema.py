@@ -271,6 +271,45 @@ def _iceberg_keys(iceberg_schema: Mapping[str, Any], mode: str) -> Iterator[tupl
     yield from walk(iceberg_schema, ())
 
 
+def check_field_ids_readable(delta_schema: Mapping[str, Any], column_mapping_mode: str) -> None:
+    """Refuse column mapping with list/map columns whose Parquet element/key/value nodes carry no field id.
+
+    Under column mapping Delta writes Parquet field ids on struct fields only; list elements and map
+    keys/values get one only when `delta.columnMapping.nested.ids` says so (IcebergCompat). Iceberg
+    readers read a file that has field ids by id alone (the name mapping is only for files without
+    any), so such a column cannot be read from the mirror: Iceberg Java fails on it.
+    """
+    mode = _mode(column_mapping_mode)
+    if mode == "none":
+        return
+    missing: list[str] = []
+
+    def walk(delta_type, logical: str, physical: str, nested_ids: dict) -> None:
+        if not isinstance(delta_type, dict):
+            return
+        kind = delta_type.get("type")
+        if kind == "struct":
+            for f in delta_type.get("fields", []):
+                meta = f.get("metadata") or {}
+                name = f"{logical}.{f['name']}" if logical else f["name"]
+                physical_name = meta.get(PHYSICAL_NAME) or f["name"]
+                walk(f["type"], name, physical_name, meta.get(NESTED_IDS) or {})
+            return
+        parts = {"array": [("element", "elementType")], "map": [("key", "keyType"), ("value", "valueType")]}
+        for part, child in parts.get(kind, []):
+            if f"{physical}.{part}" not in nested_ids:
+                missing.append(f"{logical}.{part}")
+            walk(delta_type[child], f"{logical}.{part}", f"{physical}.{part}", nested_ids)
+
+    walk(delta_schema, "", "", {})
+    if missing:
+        raise UnsupportedFeatureError(
+            f"column mapping mode {mode!r} with list/map columns whose Parquet element/key/value fields "
+            f"have no field id (no {NESTED_IDS}): {', '.join(missing)}; Iceberg readers "
+            "read these files by field id and could not read those columns"
+        )
+
+
 # --- name mapping ----------------------------------------------------------------------------------------
 
 
