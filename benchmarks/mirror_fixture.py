@@ -15,8 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from dv_assets.sync import sync_table
-from resources.spark import CatalogLocation, get_or_create_spark
+from dv_assets.mirror.settings import CatalogLocation, MirrorSettings
+from dv_assets.mirror.spark import get_or_create_spark
+from dv_assets.mirror.sync import sync_table
 
 FIXTURE = (
     Path(__file__).resolve().parent.parent.parent
@@ -34,7 +35,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="dvmirror-bench-") as tmp:
         started = time.monotonic()
-        spark = get_or_create_spark(CatalogLocation.under(tmp))
+        spark = get_or_create_spark(MirrorSettings.resolve(catalog=CatalogLocation.under(tmp)))
         print(f"spark start-up: {time.monotonic() - started:.1f} s (not counted)")
         for run in range(args.repeat):
             began = time.monotonic()

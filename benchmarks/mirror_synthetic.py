@@ -24,9 +24,10 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from dv_assets.dv.codec import encode_blob, z85_encode
-from dv_assets.sync import sync_table
-from resources.spark import CatalogLocation, get_or_create_spark
+from dv_assets.mirror.dv.codec import encode_blob, z85_encode
+from dv_assets.mirror.settings import CatalogLocation, MirrorSettings
+from dv_assets.mirror.spark import get_or_create_spark
+from dv_assets.mirror.sync import sync_table
 
 SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
 
@@ -133,7 +134,9 @@ def main() -> None:
         began = time.monotonic()
         build(root, args.files, args.rows, args.versions, args.touched)
         print(f"built the Delta table ({args.versions + 1} versions) in {time.monotonic() - began:.1f} s")
-        spark = get_or_create_spark(CatalogLocation.under(Path(tmp) / "iceberg"))
+        spark = get_or_create_spark(
+            MirrorSettings.resolve(catalog=CatalogLocation.under(Path(tmp) / "iceberg"))
+        )
         began = time.monotonic()
         result = sync_table(spark, root, "bench.synthetic", format_version=args.format_version)
         seconds = time.monotonic() - began

@@ -1,5 +1,5 @@
-"""Dagster resources of dv-mirror."""
+"""Dagster resources of dv-mirror (the engine itself lives in `dv_assets.mirror`)."""
 
-from resources.spark import CatalogLocation, IcebergSparkResource, get_or_create_spark, spark_config
+from resources.spark import IcebergSparkResource
 
-__all__ = ["CatalogLocation", "IcebergSparkResource", "get_or_create_spark", "spark_config"]
+__all__ = ["IcebergSparkResource"]

@@ -1,32 +1,17 @@
-"""Shared test fixtures. Spark starts once per test session, with one Iceberg catalog for all tests."""
+"""Shared pytest fixtures (helpers live in tests/helpers). Spark starts once per test session, with one
+Iceberg catalog for all tests."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from resources.spark import CatalogLocation, get_or_create_spark
-
-REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED = REPO_ROOT.parent / "shared"
-FIXTURES = SHARED / "fixtures"
-DELTA_FIXTURES = FIXTURES / "delta"
-EXPECTED = FIXTURES / "expected"
-ICEBERG_DV_BLOBS = FIXTURES / "iceberg-dv-blobs"
-
-
-def expected_rows(table: str, version: int) -> list[dict]:
-    """Rows delta-rs computed for a fixture version (the fixtures' own oracle), sorted canonically."""
-    lines = (EXPECTED / table / f"v{version}.jsonl").read_text().splitlines()
-    return sorted((json.loads(line) for line in lines if line.strip()), key=canonical)
-
-
-def canonical(row: dict) -> str:
-    return json.dumps(row, sort_keys=True, default=str)
+from dv_assets.mirror.settings import CatalogLocation, MirrorSettings
+from dv_assets.mirror.spark import get_or_create_spark
+from tests.helpers.paths import DELTA_FIXTURES, REPO_ROOT
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +21,7 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> CatalogLocation:
 
 @pytest.fixture(scope="session")
 def spark(catalog: CatalogLocation) -> Iterator:
-    session = get_or_create_spark(catalog)
+    session = get_or_create_spark(MirrorSettings.resolve(catalog=catalog, cwd=REPO_ROOT))
     yield session
     session.stop()
 

@@ -7,8 +7,8 @@ table keeps its current snapshot (v0) and no file is left behind; once the DV fi
 repaired, the same sync completes. Both format versions.
 
 Most cases call `sync_table` in-process (the shared Spark session); the CLI contract (exit code 2, one
-stderr line, no traceback; the crash switch) is checked with a few subprocesses, each with its own
-catalog and warehouse.
+stderr line, no traceback) and a crash injected through the Iceberg seam are checked with a few
+subprocesses, each with its own catalog and warehouse.
 """
 
 from __future__ import annotations
@@ -16,20 +16,18 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from dv_assets.errors import MirrorInputError
-from dv_assets.sync import sync_table
-from resources.spark import ICEBERG_CATALOG_NAME, CatalogLocation
-from tests.conftest import DELTA_FIXTURES
+from dv_assets.mirror.errors import MirrorInputError
+from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogLocation
+from dv_assets.mirror.sync import sync_table
+from tests.helpers.paths import DELTA_FIXTURES, DVMIRROR, REPO_ROOT
 
 pytestmark = pytest.mark.spark
-
-REPO = Path(__file__).resolve().parent.parent
-DVMIRROR = REPO / ".venv" / "bin" / "dvmirror"
 SMALL = "table-with-dv-small"
 DV_NAME = "deletion_vector_61d16c75-6994-46b7-a15b-8b538852e50e.bin"
 DATA_NAME = "part-00000-fae5310a-a37d-4e51-827b-c3d5516560ca-c000.snappy.parquet"
@@ -128,24 +126,28 @@ def test_corrupted_dv_refused_then_repaired(spark, catalog, copy_fixture, fmt: i
         assert _state(catalog, table_name)[1:] == ("1", 2), case
 
 
-def _cli(
-    tmp: Path, table: Path, name: str, *extra: str, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess:
-    command = [
-        str(DVMIRROR),
-        "sync",
-        str(table),
-        "--table",
-        name,
+def _run(tmp: Path, command: list[str]) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "DVMIRROR_DEBUG"}
+    env["DVMIRROR_JARS"] = str(REPO_ROOT / ".jars")
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    return subprocess.run(command, capture_output=True, text=True, env=env, timeout=300, cwd=tmp)
+
+
+def _cli(tmp: Path, table: Path, name: str, *extra: str) -> subprocess.CompletedProcess:
+    catalog = [
         "--catalog-uri",
         f"sqlite:///{tmp / 'cli' / 'catalog.db'}",
         "--warehouse",
         str(tmp / "cli" / "warehouse"),
-        *extra,
     ]
-    run_env = {k: v for k, v in os.environ.items() if k != "DVMIRROR_DEBUG"}
-    run_env.update(env or {})
-    return subprocess.run(command, capture_output=True, text=True, env=run_env, timeout=300, cwd=tmp)
+    return _run(tmp, [str(DVMIRROR), "sync", str(table), "--table", name, *catalog, *extra])
+
+
+def _crash_before_commit(tmp: Path, table: Path, name: str, version: int) -> subprocess.CompletedProcess:
+    """A sync whose process dies right before committing `version` (tests/helpers/faults.py)."""
+    catalog = [f"sqlite:///{tmp / 'cli' / 'catalog.db'}", str(tmp / "cli" / "warehouse")]
+    command = [sys.executable, "-m", "tests.helpers.faults", "crash-before-commit", str(version)]
+    return _run(tmp, [*command, str(table), name, *catalog])
 
 
 def _cli_catalog(tmp: Path) -> CatalogLocation:
@@ -187,7 +189,7 @@ def test_cli_refuses_malformed_inline_dv(copy_fixture, tmp_path: Path) -> None:
 
 def test_crash_before_commit_then_rerun_converges(copy_fixture, tmp_path: Path) -> None:
     root = copy_fixture(SMALL)
-    crashed = _cli(tmp_path, root, "crash.small", env={"DVMIRROR_CRASH_BEFORE_COMMIT": "1"})
+    crashed = _crash_before_commit(tmp_path, root, "crash.small", 1)
     assert crashed.returncode == 99, crashed.stdout + crashed.stderr
     catalog = _cli_catalog(tmp_path)
     assert _state(catalog, "crash.small")[1:] == ("0", 1)

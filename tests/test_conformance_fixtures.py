@@ -10,10 +10,11 @@ import json
 
 import pytest
 
-from dv_assets.errors import InvalidDeletionVectorError
-from dv_assets.sync import sync_table
-from tests.conftest import DELTA_FIXTURES, EXPECTED, expected_rows
-from tests.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version, sorted_rows
+from dv_assets.mirror.errors import InvalidDeletionVectorError
+from dv_assets.mirror.sync import sync_table
+from tests.helpers.paths import DELTA_FIXTURES, EXPECTED, expected_rows
+from tests.helpers.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version
+from tests.helpers.rows import sorted_rows
 
 MALFORMED = ("cdf-table-with-dv", 5)  # an inline DV past the end of its file: refused, see the README
 TABLES = sorted(p.name for p in DELTA_FIXTURES.iterdir() if (p / "_delta_log").is_dir())

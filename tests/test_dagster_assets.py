@@ -5,8 +5,8 @@ from __future__ import annotations
 import dagster as dg
 import pytest
 
-from dv_assets.iceberg.commit import IcebergJava, VersionCommit
-from tests.test_dagster_support import (
+from dv_assets.mirror.iceberg.java import CommitRequest, IcebergJava
+from tests.helpers.dagster import (
     build_source,
     checks_passed,
     definitions,
@@ -69,8 +69,8 @@ def test_checks_fail_on_a_damaged_mirror(spark, catalog, copy_fixture) -> None:
 
         # Damage: a snapshot for Delta version 1 that lost the DV (its 2 deleted rows come back).
         iceberg = IcebergJava(spark)
-        (dv,) = iceberg.delete_files_by_data_file(iceberg.load(source.iceberg_table)).values()
-        iceberg.commit(source.iceberg_table, VersionCommit(1, {}, remove_delete_files=[dv]))
+        (dv,) = iceberg.delete_files_by_data_file(source.iceberg_table).values()
+        iceberg.commit(source.iceberg_table, CommitRequest(1, {}, remove_delete_files=(dv,)))
 
         checks_job = defs.resolve_job_def(f"checks_{source.name}")
         result = checks_job.execute_in_process(

@@ -8,11 +8,11 @@ import time
 import dagster as dg
 import pytest
 
-from dv_assets.checks import one_dv_result, row_count_result
-from dv_assets.iceberg.commit import IcebergJava
-from dv_assets.iceberg.layout import MirrorLayout
-from dv_assets.sync import sync_table
-from tests.test_dagster_support import definitions, hash_tree, make_source
+from dv_assets.defs.iceberg.checks import one_dv_result, row_count_result
+from dv_assets.mirror.iceberg.java import IcebergJava
+from dv_assets.mirror.iceberg.layout import MirrorLayout
+from dv_assets.mirror.sync import sync_table
+from tests.helpers.dagster import definitions, hash_tree, make_source
 
 
 @pytest.mark.spark
@@ -22,7 +22,9 @@ def test_cleanup_reclaims_only_mirror_owned_files(spark, catalog, copy_fixture, 
     source = make_source(table, format_version=format_version, retain_last=2)
     sync_table(spark, table, source.iceberg_table, format_version=format_version)
     iceberg = IcebergJava(spark)
-    layout = MirrorLayout(iceberg.location(iceberg.load(source.iceberg_table)))
+    mirror = iceberg.load(source.iceberg_table)
+    assert mirror is not None
+    layout = MirrorLayout(mirror.location)
     data_dir = layout.delete_dir.removeprefix("file:")
 
     # A crashed run's leftover (old), an in-flight commit's file (fresh), and a file that is not ours.
@@ -38,8 +40,8 @@ def test_cleanup_reclaims_only_mirror_owned_files(spark, catalog, copy_fixture, 
 
     delta_before = hash_tree(table)
     owned_before = {p for p in os.listdir(data_dir) if p.startswith("dvmirror-")}
-    current = iceberg.delete_files_by_data_file(iceberg.load(source.iceberg_table))
-    live_delete_files = {e["file-path"].rsplit("/", 1)[-1] for e in current.values()}
+    current = iceberg.delete_files_by_data_file(source.iceberg_table)
+    live_delete_files = {f.path.rsplit("/", 1)[-1] for f in current.values()}
 
     defs = definitions([source], catalog)
     with dg.instance_for_test() as instance:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dv_assets.config import catalog_location, load_sources
+from dv_assets.defs.sources import load_sources
+from dv_assets.mirror.settings import MirrorSettings
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -87,4 +88,4 @@ def test_sources_file_resolution_and_validation(tmp_path, monkeypatch) -> None:
     monkeypatch.delenv("DVMIRROR_SOURCES")
     monkeypatch.delenv("DVMIRROR_CATALOG_URI", raising=False)
     assert [s.name for s in load_sources()] == ["demo_events"]
-    assert catalog_location().sqlite_path == REPO / ".dvmirror" / "catalog.db"
+    assert MirrorSettings.resolve().catalog.sqlite_path == REPO / ".dvmirror" / "catalog.db"

@@ -7,9 +7,9 @@ import json
 import dagster as dg
 import pytest
 
-from dv_assets.sensors import CLEANUP_JOB_NAME
-from dv_assets.sync import sync_table
-from tests.test_dagster_support import definitions, make_source
+from dv_assets.defs.maintenance import CLEANUP_JOB_NAME
+from dv_assets.mirror.sync import sync_table
+from tests.helpers.dagster import definitions, make_source
 
 
 def _evaluate(defs: dg.Definitions, name: str, instance: dg.DagsterInstance, cursor: str | None):

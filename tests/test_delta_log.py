@@ -1,8 +1,7 @@
-"""dv_assets.delta against the conformance fixtures, with delta-rs as the independent oracle."""
+"""dv_assets.mirror.delta against the conformance fixtures, with delta-rs as the independent oracle."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -11,10 +10,11 @@ import deltalake
 import pyarrow as pa
 import pytest
 
-from dv_assets.delta.actions import AddFile
-from dv_assets.delta.replay import DeltaTable, TableState, VersionChange
-from dv_assets.errors import MirrorInputError
-from tests.conftest import DELTA_FIXTURES, EXPECTED
+from dv_assets.mirror.delta.facts import live_rows
+from dv_assets.mirror.delta.replay import DeltaTable, TableState
+from dv_assets.mirror.errors import MirrorInputError
+from tests.helpers.delta_log import assert_changes_match_states, dv_ids
+from tests.helpers.paths import DELTA_FIXTURES, EXPECTED
 
 FIXTURE_TABLES = sorted(p.name for p in DELTA_FIXTURES.iterdir() if (p / "_delta_log").is_dir())
 # Its inline DV decodes to a position past the end of the file; readers disagree (fixtures/README.md).
@@ -27,15 +27,6 @@ def fixture_versions() -> list[tuple[str, int]]:
         summary = json.loads((EXPECTED / table / "summary.json").read_text())
         cases.extend((table, int(v)) for v in summary)
     return cases
-
-
-def live_rows(state: TableState) -> int:
-    return sum(live_rows_of(f) for f in state.files.values())
-
-
-def live_rows_of(f: AddFile) -> int:
-    assert f.num_records is not None, f"no numRecords for {f.location}"
-    return f.num_records - (f.deletion_vector.cardinality if f.deletion_vector else 0)
 
 
 def local_path_of(uri: str) -> str:
@@ -59,46 +50,6 @@ def assert_matches_delta_rs(table: DeltaTable, root: Path | str, version: int) -
     ours = {loc: f.deletion_vector.cardinality for loc, f in state.files.items() if f.deletion_vector}
     assert ours == delta_rs_deleted_rows(root, version)
     return state
-
-
-def dv_ids(files: dict[str, AddFile]) -> dict[str, str | None]:
-    return {loc: f.dv_unique_id for loc, f in files.items()}
-
-
-def comparable(files: dict[str, AddFile]) -> dict[str, AddFile]:
-    """Checkpoints rewrite dataChange to false; everything else about a live file must agree."""
-    return {loc: dataclasses.replace(f, data_change=False) for loc, f in files.items()}
-
-
-def replay_changes(changes: list[VersionChange], files: dict[str, AddFile]) -> dict[int, dict[str, AddFile]]:
-    """Apply VersionChanges to a copy of `files`; the file set after each version."""
-    files = dict(files)
-    after: dict[int, dict[str, AddFile]] = {}
-    for change in changes:
-        for f in change.removed:
-            assert files.pop(f.location) == f, "removed must be the file as it was live before"
-        for before, new in change.dv_changed:
-            assert files[before.location] == before
-            files[before.location] = new
-        for f in change.added:
-            assert f.location not in files
-            files[f.location] = f
-        after[change.version] = dict(files)
-    return after
-
-
-def assert_changes_match_states(table: DeltaTable, start: int, end: int) -> list[VersionChange]:
-    changes = list(table.changes(start, end))
-    assert [c.version for c in changes] == list(range(start, end + 1))
-    base = {} if start == table.oldest_version() else table.state(start - 1).files
-    for version, files in replay_changes(changes, base).items():
-        state = table.state(version)
-        assert dv_ids(files) == dv_ids(state.files), f"version {version}"
-        assert comparable(files) == comparable(state.files), f"version {version}"
-    for change in changes:
-        state = table.state(change.version)
-        assert (change.protocol, change.metadata) == (state.protocol, state.metadata)
-    return changes
 
 
 # --- the fixtures --------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from dv_assets.delta.paths import is_remote, resolve_location, table_root_of
-from dv_assets.errors import MirrorInputError
+from dv_assets.mirror.delta.paths import is_remote, resolve_location, table_root_of
+from dv_assets.mirror.errors import MirrorInputError
 
 ROOT = "/data/my table"
 

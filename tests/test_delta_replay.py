@@ -11,11 +11,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from dv_assets.delta.actions import DeletionVectorDescriptor, Protocol
-from dv_assets.delta.protocol import SUPPORTED_READER_FEATURES, check_protocol
-from dv_assets.delta.replay import DeltaTable
-from dv_assets.errors import MirrorInputError, UnsupportedFeatureError
-from tests.conftest import DELTA_FIXTURES
+from dv_assets.mirror.delta.actions import DeletionVectorDescriptor, Protocol
+from dv_assets.mirror.delta.protocol import SUPPORTED_READER_FEATURES, check_protocol
+from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
+from tests.helpers.paths import DELTA_FIXTURES
 
 PROTOCOL = {
     "minReaderVersion": 3,

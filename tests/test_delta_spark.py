@@ -1,4 +1,4 @@
-"""dv_assets.delta on tables Delta Spark writes: escaped partition paths, classic, multi-part and V2
+"""dv_assets.mirror.delta on tables Delta Spark writes: escaped partition paths, classic, multi-part and V2
 checkpoints, and logs whose early commits were cleaned up. Delta Spark and delta-rs are the oracles.
 
 Two tables are built once per module (Spark jobs are the cost here):
@@ -17,8 +17,8 @@ import deltalake
 import pyarrow as pa
 import pytest
 
-from dv_assets.delta.replay import DeltaTable, TableState
-from tests.test_delta_log import assert_changes_match_states
+from dv_assets.mirror.delta.replay import DeltaTable, TableState
+from tests.helpers.delta_log import assert_changes_match_states
 
 pytestmark = pytest.mark.spark
 

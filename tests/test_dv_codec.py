@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from pyroaring import BitMap64
 
-from dv_assets.dv.codec import (
+from dv_assets.mirror.dv.codec import (
     decode_blob,
     decode_inline_bitmap,
     decode_uuid_path,
@@ -23,9 +23,9 @@ from dv_assets.dv.codec import (
     z85_decode,
     z85_encode,
 )
-from dv_assets.dv.reader import DVTask, convert_dv_batch, read_dv_blob, resolve_dv_location
-from dv_assets.errors import InvalidDeletionVectorError
-from tests.conftest import DELTA_FIXTURES, ICEBERG_DV_BLOBS
+from dv_assets.mirror.dv.reader import DVTask, convert_dv_batch, resolve_dv_location
+from dv_assets.mirror.errors import InvalidDeletionVectorError
+from tests.helpers.paths import DELTA_FIXTURES, ICEBERG_DV_BLOBS
 
 ICEBERG_BLOBS = {
     "empty-position-index.bin": [],
@@ -214,7 +214,7 @@ def test_p_storage_with_file_uri_and_plain_path(tmp_path: Path) -> None:
         assert dv.blob == blob
 
 
-def test_read_dv_blob_accepts_a_descriptor_object() -> None:
+def test_dv_task_of_a_descriptor_object() -> None:
     class Descriptor:
         storage_type = "u"
         path_or_inline_dv = "vBn[lx{q8@P<9BNH/isA"
@@ -223,7 +223,7 @@ def test_read_dv_blob_accepts_a_descriptor_object() -> None:
         cardinality = 2
 
     root = str(DELTA_FIXTURES / "table-with-dv-small")
-    dv = read_dv_blob(root, Descriptor(), num_records=10, data_file="x.parquet")
+    [dv] = convert_dv_batch([DVTask.of(root, Descriptor(), data_file="x.parquet", num_records=10)])
     assert list(dv.positions()) == [0, 9]
 
 

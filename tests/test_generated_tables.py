@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from dv_assets.errors import MirrorInputError, UnsupportedFeatureError
-from dv_assets.sync import sync_table
-from tests.delta_histories import (
+from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
+from dv_assets.mirror.sync import sync_table
+from tests.helpers.delta_histories import (
     Mirrored,
     assert_mirrors_match,
     delta_ref,

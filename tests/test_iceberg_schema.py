@@ -11,8 +11,8 @@ from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table.name_mapping import parse_mapping_from_json
 
-from dv_assets.errors import MirrorInputError, UnsupportedFeatureError
-from dv_assets.iceberg.schema import (
+from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
+from dv_assets.mirror.iceberg.schema import (
     NESTED_ID_BASE,
     evolve,
     highest_field_id,
@@ -23,7 +23,7 @@ from dv_assets.iceberg.schema import (
     partition_value_typed,
     to_iceberg_schema,
 )
-from tests.conftest import DELTA_FIXTURES
+from tests.helpers.paths import DELTA_FIXTURES
 
 
 def field(name: str, type_: Any, nullable: bool = True, **metadata: Any) -> dict[str, Any]:

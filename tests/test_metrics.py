@@ -24,14 +24,14 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
-from dv_assets.iceberg.metrics import (
+from dv_assets.mirror.iceberg.metrics import (
     MIRROR_TABLE_PROPERTIES,
     from_delta_stats,
     metrics_from_delta_stats,
     to_single_value_bytes,
 )
-from dv_assets.iceberg.schema import to_iceberg_schema
-from tests.conftest import DELTA_FIXTURES
+from dv_assets.mirror.iceberg.schema import to_iceberg_schema
+from tests.helpers.paths import DELTA_FIXTURES
 
 
 @pytest.mark.parametrize(

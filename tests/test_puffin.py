@@ -12,21 +12,20 @@ from pyiceberg.table.deletion_vector import deletion_vectors_from_puffin_file
 from pyiceberg.table.puffin import PuffinFile as PyIcebergPuffinFile
 from pyroaring import BitMap64
 
-from dv_assets.dv.codec import encode_blob
-from dv_assets.dv.reader import DVTask, convert_dv_batch
-from dv_assets.iceberg.position_deletes import (
+from dv_assets.mirror.dv.codec import encode_blob
+from dv_assets.mirror.dv.reader import DVBlob, DVTask, convert_dv_batch
+from dv_assets.mirror.iceberg.position_deletes import (
     FILE_PATH_FIELD_ID,
     POS_FIELD_ID,
     write_position_delete_file,
 )
-from dv_assets.iceberg.puffin import (
+from dv_assets.mirror.iceberg.puffin import (
     DELETION_VECTOR_BLOB_TYPE,
     ROW_POSITION_FIELD_ID,
-    DVBlob,
     build_puffin,
     read_puffin_footer,
 )
-from tests.conftest import DELTA_FIXTURES
+from tests.helpers.paths import DELTA_FIXTURES
 
 
 def delta_dvs() -> list[DVBlob]:
@@ -63,7 +62,7 @@ def delta_dvs() -> list[DVBlob]:
             10,
         ),
     ]
-    return [DVBlob(dv.data_file, dv.blob, dv.cardinality) for dv in convert_dv_batch(tasks)]
+    return convert_dv_batch(tasks)
 
 
 def _short_dv_id() -> str:

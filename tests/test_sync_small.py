@@ -3,22 +3,26 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 from pyiceberg.table.puffin import PuffinFile
 
-from resources.spark import CatalogLocation
-from tests.conftest import REPO_ROOT, expected_rows
-from tests.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version, sorted_rows
+from dv_assets.mirror.settings import CatalogLocation
+from tests.helpers.paths import DVMIRROR, REPO_ROOT, expected_rows
+from tests.helpers.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version
+from tests.helpers.rows import sorted_rows
 
-DVMIRROR = REPO_ROOT / ".venv" / "bin" / "dvmirror"
 TABLE = "table-with-dv-small"
 
 
 def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([str(DVMIRROR), *args], cwd=cwd, capture_output=True, text=True, timeout=300)
+    env = {**os.environ, "DVMIRROR_JARS": str(REPO_ROOT / ".jars")}
+    return subprocess.run(
+        [str(DVMIRROR), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -26,7 +30,7 @@ def cli_mirror(tmp_path_factory: pytest.TempPathFactory):
     """The issue's command, run once: a copy of the fixture mirrored into its own catalog."""
     import shutil
 
-    from tests.conftest import DELTA_FIXTURES
+    from tests.helpers.paths import DELTA_FIXTURES
 
     root = tmp_path_factory.mktemp("cli")
     delta = root / TABLE
@@ -94,7 +98,7 @@ def test_puffin_blob_is_byte_identical_to_the_delta_dv(cli_mirror) -> None:
 @pytest.mark.spark
 def test_iceberg_java_time_travel(spark, catalog, copy_fixture) -> None:
     """The same slice in-process, read back through Iceberg Java by snapshot id: 10 rows at v0, 8 at v1."""
-    from dv_assets.sync import sync_table
+    from dv_assets.mirror.sync import sync_table
 
     result = sync_table(spark, copy_fixture(TABLE), "slice.t")
     assert result.mirrored_versions == [0, 1]

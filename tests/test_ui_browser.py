@@ -21,7 +21,7 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from tests.test_dagster_support import build_source, checks_passed, make_source, materialize_version
+from tests.helpers.dagster import build_source, checks_passed, make_source, materialize_version
 
 REPO = Path(__file__).resolve().parent.parent
 SCREENSHOTS = REPO / ".screenshots"

@@ -1,0 +1,43 @@
+"""Jobs: per source, `mirror_<name>` (both assets and their blocking checks, one partition per run) and
+`checks_<name>` (the asset checks only, for CI: run with the `dagster/partition` tag set to a Delta
+version); and `cleanup` (snapshot expiry and reclaiming the mirror's own files, see cleanup.py).
+
+A job spans one partitions definition, and each source has its own (its Delta versions), so the
+mirror and checks jobs are per source.
+"""
+
+from __future__ import annotations
+
+import dagster as dg
+from dagster._core.definitions.unresolved_asset_job_definition import (
+    UnresolvedAssetJobDefinition,  # what dg.define_asset_job returns; not exported as dg.*
+)
+
+from dv_assets.defs.sources import DeltaSource
+
+
+def build_mirror_job(
+    source: DeltaSource, partitions_def: dg.DynamicPartitionsDefinition
+) -> UnresolvedAssetJobDefinition:
+    return dg.define_asset_job(
+        name=source.mirror_job_name,
+        selection=dg.AssetSelection.assets(
+            dg.AssetKey(source.delta_asset_key), dg.AssetKey(source.mirror_asset_key)
+        ),
+        partitions_def=partitions_def,
+        description=f"Record Delta version N of {source.name} and mirror it into {source.iceberg_table}, "
+        "then run the blocking checks on the snapshot.",
+        tags=source.tags,
+    )
+
+
+def build_checks_job(
+    source: DeltaSource, partitions_def: dg.DynamicPartitionsDefinition
+) -> UnresolvedAssetJobDefinition:
+    return dg.define_asset_job(
+        name=source.checks_job_name,
+        selection=dg.AssetSelection.checks_for_assets(dg.AssetKey(source.mirror_asset_key)),
+        partitions_def=partitions_def,
+        description=f"Only the asset checks of {source.iceberg_table} (for CI), for one Delta version.",
+        tags=source.tags,
+    )

@@ -1,0 +1,108 @@
+"""The `cleanup` job: per source, `dv_assets.mirror.iceberg.maintenance.expire_and_reclaim` (snapshot
+expiry past the source's retention; only the mirror's own files are ever deleted), reported as an asset
+observation of `iceberg/<source>`."""
+
+import dagster as dg
+from pydantic import Field
+
+from dv_assets.defs.sources import DeltaSource
+from dv_assets.mirror.iceberg.java import IcebergJava
+from dv_assets.mirror.iceberg.maintenance import MaintenanceReport, expire_and_reclaim
+from resources.spark import IcebergSparkResource
+
+CLEANUP_JOB_NAME = "cleanup"
+CLEANUP_OP_NAME = "expire_and_clean"
+MAX_LISTED = 50
+
+
+def report_metadata(report: MaintenanceReport) -> dict[str, dg.MetadataValue]:
+    listed = report.deleted_delete_files + report.deleted_orphans
+    return {
+        "snapshots_before": dg.MetadataValue.int(report.snapshots_before),
+        "snapshots_expired": dg.MetadataValue.int(len(report.expired_snapshot_ids)),
+        "snapshots_retained": dg.MetadataValue.int(report.retained_snapshots),
+        "delete_files_reclaimed": dg.MetadataValue.int(len(report.deleted_delete_files)),
+        "metadata_files_reclaimed": dg.MetadataValue.int(len(report.deleted_metadata_files)),
+        "orphans_reclaimed": dg.MetadataValue.int(len(report.deleted_orphans)),
+        "files_reclaimed": dg.MetadataValue.int(report.files_reclaimed),
+        "bytes_reclaimed": dg.MetadataValue.int(report.bytes_reclaimed),
+        "dry_run": dg.MetadataValue.bool(report.dry_run),
+        "mirror_files_deleted": dg.MetadataValue.md(
+            "\n".join(f"- `{f.rsplit('/', 1)[-1]}`" for f in listed[:MAX_LISTED]) or "none"
+        ),
+    }
+
+
+def cleanup_run_config(names: list[str]) -> dict:
+    return {"ops": {CLEANUP_OP_NAME: {"config": {"sources": names}}}}
+
+
+class CleanupConfig(dg.Config):
+    sources: list[str] = Field(default_factory=list, description="source names to clean; empty: all")
+    dry_run: bool = Field(default=False, description="report what would be reclaimed, delete nothing")
+
+
+def build_cleanup_job(sources: list[DeltaSource]) -> dg.JobDefinition:
+    by_name = {s.name: s for s in sources}
+
+    @dg.op(
+        name=CLEANUP_OP_NAME,
+        description="Expire snapshots past retention (Iceberg's file cleanup off) and delete only the "
+        "mirror's own files nothing retained references.",
+    )
+    def expire_and_clean(
+        context: dg.OpExecutionContext, config: CleanupConfig, spark: IcebergSparkResource
+    ) -> dg.Output[dict]:
+        unknown = [n for n in config.sources if n not in by_name]
+        if unknown:
+            raise dg.Failure(description=f"unknown sources {unknown}; configured: {sorted(by_name)}")
+        iceberg = IcebergJava(spark.spark_session)
+        totals = {"files_reclaimed": 0, "bytes_reclaimed": 0, "snapshots_expired": 0}
+        rows = []
+        for name in config.sources or list(by_name):
+            source = by_name[name]
+            report = expire_and_reclaim(
+                iceberg, source.iceberg_table, source.retention, dry_run=config.dry_run
+            )
+            context.log.info(
+                f"{name}: expired {len(report.expired_snapshot_ids)} of {report.snapshots_before} "
+                f"snapshots, reclaimed {report.files_reclaimed} files, {report.bytes_reclaimed} bytes"
+            )
+            context.log_event(
+                dg.AssetObservation(
+                    asset_key=dg.AssetKey(source.mirror_asset_key), metadata=report_metadata(report)
+                )
+            )
+            totals["files_reclaimed"] += report.files_reclaimed
+            totals["bytes_reclaimed"] += report.bytes_reclaimed
+            totals["snapshots_expired"] += len(report.expired_snapshot_ids)
+            rows.append(
+                f"| {name} | {len(report.expired_snapshot_ids)} | {report.retained_snapshots} | "
+                f"{report.files_reclaimed} | {report.bytes_reclaimed} |"
+            )
+        table = "\n".join(
+            [
+                "| source | snapshots expired | retained | files reclaimed | bytes reclaimed |",
+                "|---|--:|--:|--:|--:|",
+                *rows,
+            ]
+        )
+        return dg.Output(
+            totals,
+            metadata={
+                "files_reclaimed": dg.MetadataValue.int(totals["files_reclaimed"]),
+                "bytes_reclaimed": dg.MetadataValue.int(totals["bytes_reclaimed"]),
+                "snapshots_expired": dg.MetadataValue.int(totals["snapshots_expired"]),
+                "by_source": dg.MetadataValue.md(table),
+            },
+        )
+
+    @dg.job(
+        name=CLEANUP_JOB_NAME,
+        description="Expire Iceberg snapshots past each source's retention; reclaim only mirror-owned files.",
+        tags={"dvmirror/kind": "cleanup"},
+    )
+    def cleanup() -> None:
+        expire_and_clean()
+
+    return cleanup

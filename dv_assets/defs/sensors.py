@@ -1,0 +1,128 @@
+"""Sensors: new Delta commits become partitions and mirror runs; compacted DVs trigger the cleanup.
+
+* `delta_version_sensor` lists each source's `_delta_log` (pure Python), adds the new versions as
+  partitions of that source's `delta_versions__<name>` definition in ascending order, and requests one
+  `mirror_<name>` run per new version, in order. Cursor: `{"<source name>": last seen version}` as JSON.
+* `compacted_deletes_sensor` reads each mirror's last mirrored Delta version (pyiceberg, no Spark) and
+  looks at the Delta commits mirrored since its cursor; commits that removed files carrying DVs or
+  replaced DVs (OPTIMIZE, REORG … APPLY (PURGE), DV updates) leave mirror-owned delete files behind
+  once their snapshots expire, so it requests the `cleanup` job for that source.
+  Cursor: `{"<source name>": last examined mirrored version}`.
+"""
+
+import json
+
+import dagster as dg
+from dagster._core.definitions.unresolved_asset_job_definition import (
+    UnresolvedAssetJobDefinition,  # what dg.define_asset_job returns; not exported as dg.*
+)
+
+from dv_assets.defs.delta.assets import partition_key
+from dv_assets.defs.maintenance import cleanup_run_config
+from dv_assets.defs.sources import VERSION_TAG, DeltaSource
+from dv_assets.mirror.delta.facts import drops_dv_files
+from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.errors import MirrorInputError
+from dv_assets.mirror.iceberg.snapshots import last_mirrored_version
+from dv_assets.mirror.settings import CatalogLocation
+
+
+def _cursor(context: dg.SensorEvaluationContext) -> dict[str, int]:
+    return {k: int(v) for k, v in json.loads(context.cursor).items()} if context.cursor else {}
+
+
+def build_delta_version_sensor(
+    sources: list[DeltaSource],
+    partitions: dict[str, dg.DynamicPartitionsDefinition],
+    jobs: list[UnresolvedAssetJobDefinition],
+) -> dg.SensorDefinition:
+    @dg.sensor(
+        name="delta_version_sensor",
+        jobs=jobs,
+        minimum_interval_seconds=30,
+        description="Finds new commits in each source's _delta_log; adds them as partitions (ascending) "
+        "and requests a mirror run per version, in order.",
+    )
+    def delta_version_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        cursor = _cursor(context)
+        run_requests: list[dg.RunRequest] = []
+        partition_requests: list[dg.AddDynamicPartitionsRequest] = []
+        for source in sources:
+            try:
+                delta = DeltaTable(source.delta_path, enforce_protocol=False)
+                latest, oldest = delta.latest_version(), delta.oldest_version()
+            except (OSError, ValueError, MirrorInputError) as err:
+                context.log.warning(f"{source.name}: cannot list {source.delta_path}: {err}")
+                continue
+            seen = cursor.get(source.name)
+            first = oldest if seen is None else max(seen + 1, oldest)
+            new_versions = list(range(first, latest + 1))
+            if not new_versions:
+                continue
+            partitions_def = partitions[source.name]
+            assert partitions_def.name is not None
+            existing = set(context.instance.get_dynamic_partitions(partitions_def.name))
+            to_add = [partition_key(v) for v in new_versions if partition_key(v) not in existing]
+            if to_add:
+                partition_requests.append(partitions_def.build_add_request(to_add))
+            for v in new_versions:
+                run_requests.append(
+                    dg.RunRequest(
+                        run_key=f"{source.name}:v{v}",
+                        job_name=source.mirror_job_name,
+                        partition_key=partition_key(v),
+                        tags={**source.tags, VERSION_TAG: str(v)},
+                    )
+                )
+            cursor[source.name] = latest
+            context.log.info(f"{source.name}: new Delta versions {new_versions[0]}..{new_versions[-1]}")
+        return dg.SensorResult(
+            run_requests=run_requests,
+            dynamic_partitions_requests=partition_requests,
+            cursor=json.dumps(cursor, sort_keys=True),
+        )
+
+    return delta_version_sensor
+
+
+def build_compacted_deletes_sensor(
+    sources: list[DeltaSource], catalog: CatalogLocation, cleanup_job: dg.JobDefinition
+) -> dg.SensorDefinition:
+    @dg.sensor(
+        name="compacted_deletes_sensor",
+        job=cleanup_job,
+        minimum_interval_seconds=300,
+        description="Requests the cleanup job when mirrored Delta versions removed files carrying DVs "
+        "(OPTIMIZE, REORG PURGE, DV replacement).",
+    )
+    def compacted_deletes_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        cursor = _cursor(context)
+        run_requests: list[dg.RunRequest] = []
+        for source in sources:
+            last = last_mirrored_version(catalog, source.iceberg_table)
+            if last is None:
+                continue
+            delta = DeltaTable(source.delta_path, enforce_protocol=False)
+            seen = cursor.get(source.name)
+            start = delta.oldest_version() if seen is None else max(seen + 1, delta.oldest_version())
+            if start > last:
+                continue
+            compacted = [c.version for c in delta.changes(start, last) if drops_dv_files(c)]
+            cursor[source.name] = last
+            if not compacted:
+                continue
+            context.log.info(f"{source.name}: versions {compacted} dropped DVs the mirror copied")
+            run_requests.append(
+                dg.RunRequest(
+                    run_key=f"cleanup:{source.name}:v{last}",
+                    job_name=cleanup_job.name,
+                    run_config=cleanup_run_config([source.name]),
+                    tags={
+                        **source.tags,
+                        "dvmirror/compacted-versions": ",".join(str(v) for v in compacted)[:200],
+                    },
+                )
+            )
+        return dg.SensorResult(run_requests=run_requests, cursor=json.dumps(cursor, sort_keys=True))
+
+    return compacted_deletes_sensor

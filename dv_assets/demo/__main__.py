@@ -1,0 +1,212 @@
+"""`make demo`: the whole platform on embedded defaults, recorded in a real Dagster instance.
+
+1. Starts fresh: removes the demo's Delta table (.dvmirror/demo/), unregisters the demo's Iceberg table
+   from the catalog (no purge: its data files are Delta's) and removes its warehouse folder, and
+   recreates the Dagster instance in .dagster_home/ (dagster.yaml: telemetry off, one run per table at
+   a time). Other tables in the catalog are left alone. So re-running `make demo` always works.
+2. Builds the sample Delta table with Delta Spark, deletion vectors on (sample_table.py).
+3. Evaluates `delta_version_sensor`, adds the partitions it asks for, and executes its run requests in
+   order: each run materializes delta/<name> and iceberg/<name> for one version plus the blocking checks.
+4. Runs the checks-only job on the latest version, evaluates `compacted_deletes_sensor` and runs the
+   cleanup job it requests.
+5. Prints a summary. Exits 1 when a check failed. `make ui` then shows every run.
+"""
+
+import logging
+import os
+import shutil
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import dagster as dg
+
+DAGSTER_HOME = Path.cwd() / ".dagster_home"
+DEMO_SOURCE = "demo_events"
+DAGSTER_YAML = """\
+# Written by `make demo` (dv_assets/demo.py); used by `make ui`.
+telemetry:
+  enabled: false
+concurrency:
+  runs:
+    # Mirror runs of one table go one at a time, in the order they were queued.
+    tag_concurrency_limits:
+      - key: dvmirror/table
+        value:
+          applyLimitPerUniqueValue: true
+        limit: 1
+"""
+
+
+# Step logs go to the instance (see them in `make ui`); the console shows the demo's own progress.
+QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
+
+
+def quiet_warnings() -> None:
+    warnings.filterwarnings("ignore", category=dg.PreviewWarning)  # partitioned asset checks
+    warnings.filterwarnings("ignore", category=dg.BetaWarning)
+    logging.getLogger("pyiceberg").setLevel(logging.ERROR)
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+def reset_instance() -> dg.DagsterInstance:
+    shutil.rmtree(DAGSTER_HOME, ignore_errors=True)
+    DAGSTER_HOME.mkdir(parents=True)
+    (DAGSTER_HOME / "dagster.yaml").write_text(DAGSTER_YAML)
+    os.environ["DAGSTER_HOME"] = str(DAGSTER_HOME)
+    return dg.DagsterInstance.get()
+
+
+def drop_mirror(spark, table_name: str) -> None:
+    """Unregister the demo's Iceberg table (never purge: Iceberg would delete Delta's data files) and
+    remove its folder, which holds only Iceberg metadata and the mirror's own delete files."""
+    from dv_assets.mirror.iceberg.java import IcebergJava
+
+    iceberg = IcebergJava(spark)
+    table = iceberg.load(table_name)
+    if table is None:
+        return
+    iceberg.unregister(table_name)
+    shutil.rmtree(table.location.removeprefix("file:"), ignore_errors=True)
+
+
+def main() -> int:
+    began = time.monotonic()
+    quiet_warnings()
+    from dv_assets.defs.factory import build_definitions
+    from dv_assets.defs.maintenance import CLEANUP_JOB_NAME, CLEANUP_OP_NAME, cleanup_run_config
+    from dv_assets.defs.sources import load_sources
+    from dv_assets.demo.sample_table import build_sample_table
+    from dv_assets.mirror.delta.facts import commit_facts
+    from dv_assets.mirror.delta.replay import DeltaTable
+    from dv_assets.mirror.settings import MirrorSettings
+    from dv_assets.mirror.spark import get_or_create_spark
+
+    settings = MirrorSettings.resolve()
+    sources = load_sources(settings.sources_file)
+    demo = next((s for s in sources if s.name == DEMO_SOURCE), None)
+    if demo is None:
+        say(f"demo: the sources file has no `{DEMO_SOURCE}` entry (see sources.yaml)")
+        return 2
+    catalog = settings.catalog
+    say(
+        f"dv-mirror demo: Delta {demo.delta_path} -> Iceberg {demo.iceberg_table} "
+        f"(format v{demo.format_version})"
+    )
+    say(f"  catalog {catalog.sqlite_path}, warehouse {catalog.warehouse}, Dagster home {DAGSTER_HOME}")
+
+    say("[1/6] starting Spark (Delta + Iceberg) and resetting the demo's state")
+    spark = get_or_create_spark(settings)
+    drop_mirror(spark, demo.iceberg_table)
+    shutil.rmtree(demo.delta_path, ignore_errors=True)
+    instance = reset_instance()
+    defs = build_definitions(sources, catalog)
+
+    say("[2/6] building the sample Delta table with Delta Spark (deletion vectors on)")
+    latest = build_sample_table(spark, Path(demo.delta_path), progress=say)
+
+    say("[3/6] delta_version_sensor: looking for new Delta versions")
+    tick = defs.resolve_sensor_def("delta_version_sensor")(
+        dg.build_sensor_context(instance=instance, definitions=defs)
+    )
+    assert isinstance(tick, dg.SensorResult)
+    for request in tick.dynamic_partitions_requests or []:
+        assert isinstance(request, dg.AddDynamicPartitionsRequest)
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    runs = [r for r in tick.run_requests or [] if r.job_name == demo.mirror_job_name]
+    say(f"  found versions {', '.join(r.partition_key or '' for r in runs)}")
+
+    say(f"[4/6] materializing every partition through the Dagster instance ({len(runs)} runs)")
+    mirror_job = defs.resolve_job_def(demo.mirror_job_name)
+    delta = DeltaTable(demo.delta_path)
+    checks_total = checks_passed = dvs_copied = 0
+    failed: list[str] = []
+    for request in runs:
+        key = request.partition_key
+        assert key is not None
+        result = mirror_job.execute_in_process(
+            instance=instance,
+            partition_key=key,
+            tags=dict(request.tags),
+            run_config=QUIET,
+            raise_on_error=False,
+        )
+        evaluations = result.get_asset_check_evaluations()
+        checks_total += len(evaluations)
+        checks_passed += sum(e.passed for e in evaluations)
+        failed += [f"v{key} {e.check_name}" for e in evaluations if not e.passed]
+        snapshot, copied = "-", 0
+        for event in result.get_asset_materialization_events():
+            mat = event.materialization
+            if mat.asset_key == dg.AssetKey(demo.mirror_asset_key) and mat.partition == key:
+                snapshot = str(mat.metadata["snapshot_id"].value)
+                copied = int(mat.metadata["dvs_copied"].value or 0)
+        dvs_copied += copied
+        facts = commit_facts(delta, int(key))
+        say(
+            f"  v{key:>2} {facts.operation:<22} live rows {facts.live_rows:>4}, DVs +{facts.dvs_added}"
+            f"/~{facts.dvs_updated}/-{facts.dvs_removed} -> snapshot {snapshot}, {copied} DVs copied, "
+            f"checks {'passed' if all(e.passed for e in evaluations) and evaluations else 'FAILED'}"
+            f"{'' if result.success else ' (run failed)'}"
+        )
+        if not result.success and not failed:
+            failed.append(f"v{key} run failed")
+
+    say(f"[5/6] checks-only job on the latest version ({latest})")
+    checks = defs.resolve_job_def(demo.checks_job_name).execute_in_process(
+        instance=instance, tags={"dagster/partition": str(latest)}, run_config=QUIET, raise_on_error=False
+    )
+    for evaluation in checks.get_asset_check_evaluations():
+        checks_total += 1
+        checks_passed += evaluation.passed
+        if not evaluation.passed:
+            failed.append(f"v{latest} {evaluation.check_name} (checks job)")
+        say(f"  {evaluation.check_name}: {'passed' if evaluation.passed else 'FAILED'}")
+
+    say("[6/6] compacted_deletes_sensor and the cleanup job")
+    compacted = defs.resolve_sensor_def("compacted_deletes_sensor")(
+        dg.build_sensor_context(instance=instance, definitions=defs)
+    )
+    assert isinstance(compacted, dg.SensorResult)
+    requests = list(compacted.run_requests or [])
+    for request in requests:
+        say(f"  versions {request.tags.get('dvmirror/compacted-versions')} dropped DVs: cleanup requested")
+    cleanup_config = requests[0].run_config if requests else cleanup_run_config([demo.name])
+    cleanup = defs.resolve_job_def(CLEANUP_JOB_NAME).execute_in_process(
+        instance=instance,
+        run_config={**cleanup_config, **QUIET},
+        tags=dict(requests[0].tags) if requests else None,
+        raise_on_error=False,
+    )
+    totals = cleanup.output_for_node(CLEANUP_OP_NAME) if cleanup.success else {}
+    if not cleanup.success:
+        failed.append("cleanup job failed")
+
+    final = commit_facts(delta, latest)
+    elapsed = time.monotonic() - began
+    say("")
+    say("Summary")
+    say(f"  Delta versions mirrored : {len(runs)} (0..{latest}), one Iceberg snapshot each")
+    say(f"  live rows at v{latest:<10}: {final.live_rows} in {final.live_data_files} data files")
+    say(
+        f"  DVs                     : {final.live_dvs} live in Delta at v{latest}, "
+        f"{dvs_copied} copied in total"
+    )
+    say(f"  checks passed           : {checks_passed}/{checks_total}")
+    say(
+        f"  cleanup                 : {totals.get('snapshots_expired', 0)} snapshots expired, "
+        f"{totals.get('files_reclaimed', 0)} files / {totals.get('bytes_reclaimed', 0)} bytes reclaimed"
+    )
+    say(f"  took                    : {elapsed:.0f}s; runs are in {DAGSTER_HOME} (see them: make ui)")
+    if failed:
+        say(f"FAILED: {', '.join(failed)}")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

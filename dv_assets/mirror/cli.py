@@ -1,0 +1,118 @@
+"""`dvmirror`: mirror a Delta table with deletion vectors into Iceberg from the command line.
+
+    dvmirror sync DELTA_TABLE_PATH --table NAMESPACE.NAME [--catalog-uri sqlite:///PATH/catalog.db]
+        [--warehouse PATH] [--format-version 3|2] [--until-version N] [--json]
+
+Defaults and environment variables: `dv_assets.mirror.settings`. Set DVMIRROR_DEBUG=1 to see the
+traceback of an internal error.
+
+Exit codes: 0 done (also when there was nothing new), 2 bad input (one line on stderr naming the table,
+the version, the file and the reason; the mirror stays at its last good version), 3 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import traceback
+from pathlib import Path
+
+from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorInputError
+from dv_assets.mirror.settings import MirrorSettings
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dvmirror", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    sync = commands.add_parser("sync", help="mirror every Delta version not yet mirrored, one snapshot each")
+    sync.add_argument("delta_table", help="path of the Delta table (the folder holding _delta_log)")
+    sync.add_argument("--table", required=True, help="Iceberg table, NAMESPACE.NAME")
+    sync.add_argument("--catalog-uri", help="sqlite:///PATH/catalog.db (default: ./.dvmirror/catalog.db)")
+    sync.add_argument("--warehouse", help="Iceberg warehouse folder (default: ./.dvmirror/warehouse)")
+    sync.add_argument(
+        "--format-version",
+        type=int,
+        choices=(2, 3),
+        help="3: Puffin deletion vectors (default for new tables); 2: Parquet position deletes",
+    )
+    sync.add_argument("--until-version", type=int, help="mirror up to this Delta version (default: latest)")
+    sync.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    return parser
+
+
+def _child_stderr_to_log() -> None:
+    """Send what the Spark JVM (a child process, inheriting fd 2) prints at start-up to a log file.
+
+    The JVM and Spark's default log4j profile write a few lines to stderr; the contract is one line on
+    stderr for bad input. Python's own `sys.stderr` keeps the original stream.
+    """
+    log = tempfile.NamedTemporaryFile(prefix="dvmirror-spark-", suffix=".log", delete=False)  # noqa: SIM115
+    sys.stderr.flush()
+    original = os.dup(2)
+    os.dup2(log.fileno(), 2)
+    log.close()
+    sys.stderr = os.fdopen(original, "w", buffering=1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if "." not in args.table:
+        print(f"dvmirror: --table must be NAMESPACE.NAME, got {args.table!r}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    if not (Path(args.delta_table) / "_delta_log").is_dir() and "://" not in args.delta_table:
+        print(f"dvmirror: table {args.delta_table}: no _delta_log folder: not a Delta table", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        settings = MirrorSettings.resolve(catalog_uri=args.catalog_uri, warehouse=args.warehouse)
+    except ValueError as err:
+        print(f"dvmirror: {err}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    try:
+        # Imported here so that `--help` and argument errors answer without starting a JVM.
+        from dv_assets.mirror.spark import get_or_create_spark
+        from dv_assets.mirror.sync import sync_table
+
+        if not settings.debug:
+            _child_stderr_to_log()
+        spark = get_or_create_spark(settings)
+
+        def progress(result) -> None:
+            if not args.json:
+                print(
+                    f"mirrored Delta version {result.delta_version} ({result.operation or 'unknown'}) as "
+                    f"snapshot {result.snapshot_id}: +{result.data_files_added}/-{result.data_files_removed} "
+                    f"data files, {result.dvs_written} DVs, {result.bytes_written} bytes",
+                    flush=True,
+                )
+
+        result = sync_table(
+            spark,
+            args.delta_table,
+            args.table,
+            format_version=args.format_version,
+            until_version=args.until_version,
+            on_version=progress,
+        )
+    except MirrorInputError as err:
+        print(f"dvmirror: {err.one_line()}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except Exception as err:  # the one place a traceback is turned into a line
+        if settings.debug:
+            traceback.print_exc()
+        print(
+            f"dvmirror: internal error: {type(err).__name__}: {str(err).splitlines()[0][:500]}",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL_ERROR
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    elif not result.versions:
+        print(f"{args.table} is up to date with {args.delta_table} at version {result.latest_delta_version}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

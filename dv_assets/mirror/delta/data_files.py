@@ -1,0 +1,36 @@
+"""Facts about a Delta data file that may need its storage: its row count and that it is really there.
+
+The log usually knows both (stats' numRecords, add.size); storage is asked only to confirm what the
+mirror is about to reference, one metadata call per file the version adds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from dv_assets.mirror.delta.actions import AddFile
+from dv_assets.mirror.errors import MirrorInputError
+from dv_assets.mirror.io import FileIO
+
+
+def record_count(add: AddFile, io: FileIO | None = None) -> int:
+    """numRecords from the file's stats, else the Parquet footer (one small read, only for such files)."""
+    if add.num_records is not None:
+        return add.num_records
+    return (io or FileIO()).parquet_row_count(add.location)
+
+
+def check_data_files_present(adds: Iterable[AddFile], io: FileIO | None = None) -> None:
+    """Refuse to reference a data file that is missing or not the size the log says.
+
+    A manifest entry pointing at nothing would commit cleanly and fail every reader later.
+    """
+    io = io or FileIO()
+    for add in adds:
+        info = io.stat(add.location)
+        if not info.is_file:
+            raise MirrorInputError("the data file the log adds does not exist", file=add.location)
+        if info.size != add.size:
+            raise MirrorInputError(
+                f"the data file is {info.size} bytes, the log says {add.size}", file=add.location
+            )

@@ -1,0 +1,291 @@
+"""Log replay: the table state at a version, and the change from one version to the next.
+
+A logical file is keyed on (path, DV unique id) (PROTOCOL.md, "Action Reconciliation"): a `remove`
+ends only the logical file with its own DV id, so `remove(p, dv1)` + `add(p, dv2)` in one commit is a
+DV update of the live file `p`. A valid snapshot holds at most one logical file per path, so the live
+set is a dict keyed on the decoded location.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from dv_assets.mirror.delta.actions import AddFile, CommitActions, Metadata, Protocol, parse_actions
+from dv_assets.mirror.delta.log import DeltaLog, LogListing
+from dv_assets.mirror.delta.paths import table_root_of
+from dv_assets.mirror.delta.protocol import check_protocol
+from dv_assets.mirror.errors import MirrorInputError
+from dv_assets.mirror.io import FileIO
+
+
+@dataclass(frozen=True)
+class TableState:
+    version: int
+    protocol: Protocol
+    metadata: Metadata
+    files: dict[str, AddFile]  # keyed by AddFile.location
+
+
+@dataclass(frozen=True)
+class VersionChange:
+    """What version `version` changed relative to `version - 1`, reconciled on location and DV id."""
+
+    version: int
+    commit_info: dict
+    protocol: Protocol  # current after the commit
+    metadata: Metadata  # current after the commit
+    metadata_changed: bool
+    protocol_changed: bool
+    added: list[AddFile]  # live after, not before
+    removed: list[AddFile]  # live before, not after (as it was live before)
+    dv_changed: list[tuple[AddFile, AddFile]]  # (before, after): same location, different DV id
+    data_change: bool  # any add/remove of the commit has dataChange=true
+    operation: str | None
+
+
+@dataclass
+class _Replay:
+    """The mutable state replay carries from commit to commit."""
+
+    version: int
+    protocol: Protocol | None
+    metadata: Metadata | None
+    files: dict[str, AddFile]
+
+
+def apply_commit(
+    files: dict[str, AddFile], commit: CommitActions
+) -> tuple[list[AddFile], list[AddFile], list[tuple[AddFile, AddFile]]]:
+    """Apply a commit's removes and adds to `files` in place; return (added, removed, dv_changed).
+
+    Cost is proportional to the commit: only the locations the commit touches are compared.
+    """
+    touched = dict.fromkeys([r.location for r in commit.removes] + [a.location for a in commit.adds])
+    before = {loc: files[loc] for loc in touched if loc in files}
+    for remove in commit.removes:
+        live = files.get(remove.location)
+        # A remove ends the logical file (path, its DV id) only; a stale DV id leaves the live file alone.
+        if live is not None and live.dv_unique_id == remove.dv_unique_id:
+            del files[remove.location]
+    for add in commit.adds:
+        files[add.location] = add
+    added: list[AddFile] = []
+    removed: list[AddFile] = []
+    dv_changed: list[tuple[AddFile, AddFile]] = []
+    for loc in touched:
+        old, new = before.get(loc), files.get(loc)
+        if old is None and new is not None:
+            added.append(new)
+        elif old is not None and new is None:
+            removed.append(old)
+        elif old is not None and new is not None and old.dv_unique_id != new.dv_unique_id:
+            dv_changed.append((old, new))
+    return added, removed, dv_changed
+
+
+class DeltaTable:
+    """A Delta table read from its log alone (no Spark). Every call lists `_delta_log` afresh.
+
+    With `enforce_protocol` (the default) every state and change is checked against the supported
+    reader features, so nothing is ever derived from a table the mirror cannot read exactly.
+    """
+
+    def __init__(
+        self, table_root: str | Path, *, enforce_protocol: bool = True, io: FileIO | None = None
+    ) -> None:
+        self.table_root = table_root_of(table_root)
+        self.enforce_protocol = enforce_protocol
+        self._log = DeltaLog(self.table_root, io)
+
+    # --- versions -------------------------------------------------------------------------------
+
+    def latest_version(self) -> int:
+        return max(self._log.list().versions)
+
+    def oldest_version(self) -> int:
+        """The oldest version the log can reconstruct, with every later commit still present."""
+        return _oldest_version(self._log.list(), self.table_root)
+
+    # --- state ----------------------------------------------------------------------------------
+
+    def state(self, version: int) -> TableState:
+        listing = self._log.list()
+        replay = self._replay_to(listing, version)
+        return self._table_state(replay)
+
+    def changes(self, start: int, end: int) -> Iterator[VersionChange]:
+        """One VersionChange per version in [start, end], from a single replay over the range."""
+        listing = self._log.list()
+        latest, oldest = max(listing.versions), _oldest_version(listing, self.table_root)
+        if not oldest <= start <= end <= latest:
+            raise MirrorInputError(
+                f"version range [{start}, {end}] is outside the reconstructable range [{oldest}, {latest}]",
+                table=self.table_root,
+                version=start if start < oldest or start > latest else end,
+            )
+        if start == 0:
+            replay = _Replay(-1, None, None, {})
+            first = start
+        elif start == oldest:
+            # Nothing before `start` survives: its change is "the whole state added".
+            replay = self._replay_to(listing, start)
+            yield self._whole_state_change(listing, replay)
+            first = start + 1
+        else:
+            replay = self._replay_to(listing, start - 1)
+            first = start
+        for version in range(first, end + 1):
+            commit = self._read_commit(listing, version)
+            yield self._advance(replay, commit, version)
+
+    # --- internals ------------------------------------------------------------------------------
+
+    def _replay_to(self, listing: LogListing, version: int) -> _Replay:
+        """Newest usable checkpoint <= version, then the JSON commits after it."""
+        if version < 0 or version > max(listing.versions):
+            raise MirrorInputError(
+                f"version does not exist (latest is {max(listing.versions)})",
+                table=self.table_root,
+                version=version,
+            )
+        start = _replay_start(listing, version)
+        if start is None:
+            missing = max(v for v in range(version + 1) if v not in listing.commits)
+            oldest = _oldest_reconstructable(listing)
+            raise MirrorInputError(
+                f"version cannot be reconstructed: commit {missing} is missing and no checkpoint at or "
+                f"after it precedes this version (oldest reconstructable: {oldest})",
+                table=self.table_root,
+                version=version,
+                file=self._log.file_path(f"{missing:020d}.json"),
+            )
+        replay = _Replay(-1, None, None, {}) if start < 0 else self._load_checkpoint(listing, start)
+        for v in range(start + 1, version + 1):
+            commit = self._read_commit(listing, v)
+            apply_commit(replay.files, commit)
+            replay.protocol = commit.protocol or replay.protocol
+            replay.metadata = commit.metadata or replay.metadata
+            replay.version = v
+        return replay
+
+    def _load_checkpoint(self, listing: LogListing, version: int) -> _Replay:
+        checkpoint = listing.checkpoints[version][0]
+        file = self._log.file_path(checkpoint.files[0].name)
+        try:
+            actions = parse_actions(
+                self._log.read_checkpoint(checkpoint), self.table_root, include_removes=False
+            )
+        except MirrorInputError as exc:
+            raise exc.at(table=self.table_root, version=version, file=file) from exc
+        files = {add.location: add for add in actions.adds}
+        return _Replay(version, actions.protocol, actions.metadata, files)
+
+    def _read_commit(self, listing: LogListing, version: int) -> CommitActions:
+        commit = listing.commits.get(version)
+        if commit is None:
+            raise MirrorInputError(
+                "commit file is missing from the Delta log",
+                table=self.table_root,
+                version=version,
+                file=self._log.file_path(f"{version:020d}.json"),
+            )
+        try:
+            return parse_actions(self._log.read_commit(commit), self.table_root)
+        except MirrorInputError as exc:
+            raise exc.at(
+                table=self.table_root, version=version, file=self._log.file_path(commit.name)
+            ) from exc
+
+    def _advance(self, replay: _Replay, commit: CommitActions, version: int) -> VersionChange:
+        added, removed, dv_changed = apply_commit(replay.files, commit)
+        protocol_changed = commit.protocol is not None and commit.protocol != replay.protocol
+        metadata_changed = commit.metadata is not None and commit.metadata != replay.metadata
+        replay.protocol = commit.protocol or replay.protocol
+        replay.metadata = commit.metadata or replay.metadata
+        replay.version = version
+        protocol, metadata = self._checked(replay)
+        return VersionChange(
+            version=version,
+            commit_info=commit.commit_info,
+            protocol=protocol,
+            metadata=metadata,
+            metadata_changed=metadata_changed,
+            protocol_changed=protocol_changed,
+            added=added,
+            removed=removed,
+            dv_changed=dv_changed,
+            data_change=commit.data_change,
+            operation=commit.commit_info.get("operation"),
+        )
+
+    def _whole_state_change(self, listing: LogListing, replay: _Replay) -> VersionChange:
+        """The change of a version nothing before survives of: its whole state, added to nothing."""
+        commit_info: dict = {}
+        if replay.version in listing.commits:
+            commit_info = self._read_commit(listing, replay.version).commit_info
+        whole = CommitActions(commit_info, replay.protocol, replay.metadata, list(replay.files.values()))
+        change = self._advance(_Replay(replay.version - 1, None, None, {}), whole, replay.version)
+        return dataclasses.replace(change, data_change=bool(change.added))
+
+    def _table_state(self, replay: _Replay) -> TableState:
+        protocol, metadata = self._checked(replay)
+        return TableState(replay.version, protocol, metadata, dict(replay.files))
+
+    def _checked(self, replay: _Replay) -> tuple[Protocol, Metadata]:
+        pairs = (("protocol", replay.protocol), ("metaData", replay.metadata))
+        missing = [name for name, value in pairs if value is None]
+        if missing:
+            raise MirrorInputError(
+                f"no {' or '.join(missing)} action at or before this version",
+                table=self.table_root,
+                version=replay.version,
+            )
+        assert replay.protocol is not None and replay.metadata is not None
+        if self.enforce_protocol:
+            check_protocol(replay.protocol, table=self.table_root, version=replay.version)
+        return replay.protocol, replay.metadata
+
+
+def _contiguous_from(listing: LogListing) -> int:
+    """The smallest s such that the commits s..latest all exist (latest + 1 when the newest is a checkpoint
+    without its commit)."""
+    latest = max(listing.versions)
+    s = latest + 1
+    while s - 1 in listing.commits:
+        s -= 1
+    return s
+
+
+def _replay_start(listing: LogListing, version: int) -> int | None:
+    """Where replay for `version` starts: a checkpoint version, -1 for "from commit 0", None if impossible."""
+    # Only the newest checkpoint matters: an older one (or commit 0) needs a superset of its commits.
+    newest = max((v for v in listing.checkpoints if v <= version), default=None)
+    if newest is not None:
+        return newest if all(v in listing.commits for v in range(newest + 1, version + 1)) else None
+    if all(v in listing.commits for v in range(version + 1)):
+        return -1
+    return None
+
+
+def _oldest_reconstructable(listing: LogListing) -> int | None:
+    """The oldest version with a checkpoint (or commit 0) followed by every commit up to the latest."""
+    s = _contiguous_from(listing)
+    if s == 0:
+        return 0
+    return min((v for v in listing.checkpoints if v >= s - 1), default=None)
+
+
+def _oldest_version(listing: LogListing, table_root: str) -> int:
+    oldest = _oldest_reconstructable(listing)
+    if oldest is None:
+        s = _contiguous_from(listing)
+        raise MirrorInputError(
+            f"the latest version cannot be reconstructed: commit {s - 1} is missing and no checkpoint "
+            "at or after it is followed by every later commit",
+            table=table_root,
+            version=s - 1,
+        )
+    return oldest

@@ -1,0 +1,200 @@
+"""Reading Delta deletion vectors (`u`, `i`, `p`) as verified `deletion-vector-v1` blobs.
+
+The I/O edge of `dv/`: files are opened through `FileIO`, so a table root may be a plain path or a URI.
+For file-based DVs the blob is `dv_file[offset : offset + sizeInBytes + 8]` verbatim: the Delta frame
+is the Iceberg frame, so nothing is re-encoded. Inline DVs get the frame added.
+
+The record: a `DVTask` says which DV to read and what to expect of it (picklable plain values); a
+`DVBlob` is that DV read and verified, the one form the Puffin and position-delete writers take.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from pyroaring import BitMap64
+
+from dv_assets.mirror.dv.codec import (
+    FRAME_OVERHEAD,
+    check_positions,
+    decode_blob,
+    decode_inline_bitmap,
+    dv_file_name,
+    frame_blob,
+    parse_bitmap,
+    verify_blob,
+)
+from dv_assets.mirror.errors import InvalidDeletionVectorError
+from dv_assets.mirror.io import FileIO
+
+DV_FILE_FORMAT_VERSION = 1
+# An absent offset means the file's first DV, right after the version byte (as delta-kernel-rs reads it).
+FIRST_DV_OFFSET = 1
+
+
+class DeletionVectorDescriptorLike(Protocol):
+    """The fields of `dv_assets.mirror.delta.actions.DeletionVectorDescriptor` this module reads."""
+
+    @property
+    def storage_type(self) -> str: ...
+    @property
+    def path_or_inline_dv(self) -> str: ...
+    @property
+    def offset(self) -> int | None: ...
+    @property
+    def size_in_bytes(self) -> int: ...
+    @property
+    def cardinality(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class DVTask:
+    """One DV to convert: picklable plain values (a Spark task can carry it)."""
+
+    table_root: str
+    data_file: str  # the data file location, as it will appear as `referenced-data-file`
+    storage_type: str
+    path_or_inline_dv: str
+    offset: int | None
+    size_in_bytes: int
+    cardinality: int
+    num_records: int | None  # rows in the data file, when its stats say so
+
+    @classmethod
+    def of(
+        cls, table_root: str, dv: DeletionVectorDescriptorLike, *, data_file: str, num_records: int | None
+    ) -> DVTask:
+        return cls(
+            table_root=table_root,
+            data_file=data_file,
+            storage_type=dv.storage_type,
+            path_or_inline_dv=dv.path_or_inline_dv,
+            offset=dv.offset,
+            size_in_bytes=dv.size_in_bytes,
+            cardinality=dv.cardinality,
+            num_records=num_records,
+        )
+
+
+@dataclass(frozen=True)
+class DVBlob:
+    """A DV whose length, magic, CRC-32, cardinality and position range were checked."""
+
+    data_file: str  # the data file it deletes from: Iceberg's `referenced-data-file`
+    blob: bytes  # the exact deletion-vector-v1 blob (length | magic | vector | crc)
+    cardinality: int
+    source: str = "inline"  # the DV file location, or "inline"
+
+    @property
+    def referenced_data_file(self) -> str:
+        return self.data_file
+
+    def positions(self) -> BitMap64:
+        """Decoded on demand: callers that only copy the blob never hold the positions."""
+        return decode_blob(self.blob)
+
+
+def resolve_dv_location(table_root: str, storage_type: str, path_or_inline_dv: str) -> str | None:
+    """Where a DV lives: a path or URI for `u` / `p`, None for inline (`i`)."""
+    if storage_type == "i":
+        return None
+    if storage_type == "u":
+        return f"{table_root.rstrip('/')}/{dv_file_name(path_or_inline_dv)}"
+    if storage_type == "p":
+        return path_or_inline_dv
+    raise InvalidDeletionVectorError(f"unknown deletion vector storageType {storage_type!r}")
+
+
+def convert_dv_batch(tasks: Iterable[DVTask], io: FileIO | None = None) -> list[DVBlob]:
+    """Verified blobs for a batch of DVs, in the order of `tasks`.
+
+    DVs sharing a file are read through one open handle, in ascending offset order; only one DV's
+    positions are decoded at a time.
+    """
+    task_list = list(tasks)
+    io = io or FileIO()
+    results: list[DVBlob | None] = [None] * len(task_list)
+    by_file: dict[str, list[int]] = defaultdict(list)
+    for index, task in enumerate(task_list):
+        try:
+            location = resolve_dv_location(task.table_root, task.storage_type, task.path_or_inline_dv)
+        except InvalidDeletionVectorError as exc:
+            raise exc.at(file=task.data_file) from exc
+        if location is None:
+            results[index] = _inline_dv(task)
+        else:
+            by_file[location].append(index)
+    for location, indexes in by_file.items():
+        ordered = sorted(indexes, key=lambda i: _file_offset(task_list[i]))
+        for index, blob in zip(
+            ordered, _read_ranges(io, location, [task_list[i] for i in ordered]), strict=True
+        ):
+            results[index] = _verified(task_list[index], location, blob)
+    return [result for result in results if result is not None]
+
+
+def _file_offset(task: DVTask) -> int:
+    return FIRST_DV_OFFSET if task.offset is None else task.offset
+
+
+def _inline_dv(task: DVTask) -> DVBlob:
+    try:
+        bitmap_bytes = decode_inline_bitmap(
+            task.path_or_inline_dv, task.size_in_bytes, num_records=task.num_records
+        )
+        bitmap = parse_bitmap(bitmap_bytes)
+        check_positions(bitmap, expected_cardinality=task.cardinality, num_records=task.num_records)
+    except InvalidDeletionVectorError as exc:
+        raise InvalidDeletionVectorError(
+            f"inline deletion vector: {exc.reason}", file=task.data_file
+        ) from exc
+    return DVBlob(task.data_file, frame_blob(bitmap_bytes), len(bitmap))
+
+
+def _read_ranges(io: FileIO, location: str, tasks: list[DVTask]) -> Iterable[bytes]:
+    """The framed bytes of each task's DV, from one open file, after checking the format version byte."""
+    first = tasks[0]
+    try:
+        handle = io.open_input(location)
+    except (FileNotFoundError, OSError) as exc:
+        raise InvalidDeletionVectorError(
+            f"deletion vector file {location} cannot be opened: {exc}", file=first.data_file
+        ) from exc
+    with handle:
+        file_size = handle.size()
+        version = handle.read_at(1, 0)
+        if version != bytes([DV_FILE_FORMAT_VERSION]):
+            raise InvalidDeletionVectorError(
+                f"deletion vector file {location} starts with format version {version.hex() or 'nothing'}, "
+                f"expected {DV_FILE_FORMAT_VERSION:02x}",
+                file=first.data_file,
+            )
+        for task in tasks:
+            offset = _file_offset(task)
+            length = task.size_in_bytes + FRAME_OVERHEAD
+            if offset < 1 or offset + length > file_size:
+                raise InvalidDeletionVectorError(
+                    f"deletion vector file {location} is {file_size} bytes; the DV at offset {offset} with "
+                    f"sizeInBytes {task.size_in_bytes} needs bytes {offset}..{offset + length} (truncated "
+                    "file or wrong offset/sizeInBytes)",
+                    file=task.data_file,
+                )
+            yield handle.read_at(length, offset)
+
+
+def _verified(task: DVTask, location: str, blob: bytes) -> DVBlob:
+    try:
+        bitmap = verify_blob(
+            blob,
+            expected_size=task.size_in_bytes,
+            expected_cardinality=task.cardinality,
+            num_records=task.num_records,
+        )
+    except InvalidDeletionVectorError as exc:
+        raise InvalidDeletionVectorError(
+            f"deletion vector in {location} at offset {_file_offset(task)}: {exc.reason}", file=task.data_file
+        ) from exc
+    return DVBlob(task.data_file, blob, len(bitmap), source=location)

@@ -1,0 +1,339 @@
+"""Delta per-file stats -> Iceberg column metrics (record count, null counts, lower/upper bounds). Pure.
+
+Safety first: Iceberg readers skip a data file when a predicate cannot match its bounds, so a bound
+that is too tight loses live rows silently. Only values that are certainly valid are emitted:
+
+* numbers, dates, booleans: Delta's min/max as they are (wide bounds after DVs are still bounds);
+  a float/double zero widens to -0.0 below and +0.0 above (Iceberg orders -0.0 < 0.0); NaN or
+  infinite stats are skipped;
+* decimals: only when the exact digits are known (stats text parsed as Decimal, or a float with at
+  most 15 significant digits, which round-trips exactly);
+* timestamps: Delta truncates stats to milliseconds, so the upper bound is max + 999 microseconds; a
+  `timestamp` (with time zone) stat without an offset is ambiguous and skipped;
+* strings: the min is a prefix of the true min, hence a valid lower bound; the max is emitted only when
+  it is shorter than Delta's truncation length (`delta.dataSkippingStringPrefixLength`, 32), i.e.
+  certainly not truncated; Delta's truncated max ends in a tie-breaker character that is not an upper
+  bound under Iceberg's UTF-8 byte order. Collated strings are skipped (their stats use another order);
+* binary, and anything inside a list or map: nothing (struct children are handled like columns);
+* null counts: exact when `tightBounds` is true (or absent); when false, Delta only promises the
+  special values 0 and numRecords, so only those are emitted;
+* partition columns are not in the data files: nothing is emitted for them.
+
+Bounds are inclusive, not exact (timestamps, strings, wide bounds after DVs). Engines that answer
+MIN/MAX from metadata must not trust them: the mirror table should carry `MIRROR_TABLE_PROPERTIES`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from decimal import Context, Decimal, InvalidOperation
+from typing import Any, Protocol
+
+from dv_assets.mirror.delta.column_mapping import field_metadata, physical_name
+from dv_assets.mirror.iceberg.content_files import ColumnMetrics
+from dv_assets.mirror.iceberg.schema import ICEBERG_DECIMAL
+
+DEFAULT_STRING_PREFIX_LENGTH = 32
+STRING_PREFIX_LENGTH_PROPERTY = "delta.dataSkippingStringPrefixLength"
+COLLATIONS_METADATA = "__COLLATIONS"
+TIMESTAMP_STATS_SLACK_MICROS = 999
+# Column metrics mode "counts": Iceberg engines then never answer MIN/MAX from these bounds.
+MIRROR_TABLE_PROPERTIES = {"write.metadata.metrics.default": "counts"}
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_EXACT = Context(prec=100)  # decimal(38, s) needs more than the default 28 digits
+_EPOCH_DATE = date(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class IcebergMetrics(ColumnMetrics):
+    """Metrics of one data file from its Delta stats (no value counts: Delta keeps none)."""
+
+    record_count: int | None = None
+
+
+class DeltaMetadataLike(Protocol):
+    """The fields of `dv_assets.mirror.delta.actions.Metadata` this module reads."""
+
+    @property
+    def schema(self) -> Mapping[str, Any]: ...
+    @property
+    def column_mapping_mode(self) -> str: ...
+    @property
+    def partition_columns(self) -> Sequence[str]: ...
+    @property
+    def configuration(self) -> Mapping[str, str]: ...
+
+
+def from_delta_stats(
+    stats: str | Mapping[str, Any] | None, iceberg_schema: Mapping[str, Any], metadata: DeltaMetadataLike
+) -> IcebergMetrics:
+    """`metrics_from_delta_stats` with the settings taken from the Delta table's metadata."""
+    return metrics_from_delta_stats(
+        stats,
+        delta_schema=metadata.schema,
+        iceberg_schema=iceberg_schema,
+        column_mapping_mode=metadata.column_mapping_mode,
+        partition_columns=metadata.partition_columns,
+        string_prefix_length=int(
+            metadata.configuration.get(STRING_PREFIX_LENGTH_PROPERTY, DEFAULT_STRING_PREFIX_LENGTH)
+        ),
+    )
+
+
+def metrics_from_delta_stats(
+    stats: str | Mapping[str, Any] | None,
+    *,
+    delta_schema: Mapping[str, Any],
+    iceberg_schema: Mapping[str, Any],
+    column_mapping_mode: str = "none",
+    partition_columns: Sequence[str] = (),
+    string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
+) -> IcebergMetrics:
+    """Iceberg metrics from a Delta `add.stats` (the JSON text preferably: decimals keep their digits)."""
+    parsed = _parse_stats(stats)
+    if parsed is None:
+        return IcebergMetrics(record_count=None)
+    num_records = parsed.get("numRecords")
+    record_count = num_records if isinstance(num_records, int) and not isinstance(num_records, bool) else None
+    tight = parsed.get("tightBounds", True) is not False
+    nulls, lowers, uppers = {}, {}, {}
+    for leaf in _leaves(delta_schema, iceberg_schema, column_mapping_mode or "none", set(partition_columns)):
+        null_count = _lookup(parsed.get("nullCount"), leaf.stats_path)
+        if _is_int(null_count) and (tight or null_count == 0 or null_count == record_count):
+            nulls[leaf.field_id] = null_count
+        if leaf.skip_bounds:
+            continue
+        lower = _lower_bound(leaf, _lookup(parsed.get("minValues"), leaf.stats_path))
+        upper = _upper_bound(leaf, _lookup(parsed.get("maxValues"), leaf.stats_path), string_prefix_length)
+        if lower is not None:
+            lowers[leaf.field_id] = lower
+        if upper is not None:
+            uppers[leaf.field_id] = upper
+    return IcebergMetrics(
+        record_count=record_count, null_value_counts=nulls, lower_bounds=lowers, upper_bounds=uppers
+    )
+
+
+def _parse_stats(stats: str | Mapping[str, Any] | None) -> Mapping[str, Any] | None:
+    if stats is None or stats == "":
+        return None
+    if isinstance(stats, str):
+        try:
+            parsed = json.loads(stats, parse_float=Decimal)
+        except json.JSONDecodeError:
+            return None  # unreadable stats only cost pruning, never correctness
+        return parsed if isinstance(parsed, dict) else None
+    return stats
+
+
+# --- which columns -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Leaf:
+    stats_path: tuple[str, ...]  # keys in the stats JSON (physical names under column mapping)
+    field_id: int
+    iceberg_type: str
+    skip_bounds: bool
+
+
+def _leaves(
+    delta_schema: Mapping[str, Any], iceberg_schema: Mapping[str, Any], mode: str, partition_columns: set[str]
+) -> Iterator[_Leaf]:
+    """Primitive columns reachable through structs, matched to Iceberg fields by (logical) name."""
+
+    def walk(delta_fields: Sequence[Mapping[str, Any]], iceberg_fields: Sequence[Mapping[str, Any]], path):
+        by_name = {f["name"]: f for f in iceberg_fields}
+        for delta_field in delta_fields:
+            iceberg_field = by_name.get(delta_field["name"])
+            if iceberg_field is None:
+                continue
+            metadata = field_metadata(delta_field)
+            key = physical_name(delta_field, mode)
+            delta_type, iceberg_type = delta_field["type"], iceberg_field["type"]
+            if isinstance(delta_type, Mapping) and delta_type.get("type") == "struct":
+                if isinstance(iceberg_type, Mapping) and iceberg_type.get("type") == "struct":
+                    yield from walk(delta_type["fields"], iceberg_type["fields"], (*path, key))
+            elif isinstance(iceberg_type, str):
+                yield _Leaf(
+                    stats_path=(*path, key),
+                    field_id=iceberg_field["id"],
+                    iceberg_type=iceberg_type,
+                    skip_bounds=COLLATIONS_METADATA in metadata,
+                )
+
+    top_level = [f for f in delta_schema.get("fields", []) if f["name"] not in partition_columns]
+    yield from walk(top_level, iceberg_schema.get("fields", []), ())
+
+
+def _lookup(values: Any, path: tuple[str, ...]) -> Any:
+    for key in path:
+        if not isinstance(values, Mapping):
+            return None
+        values = values.get(key)
+    return values
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# --- bounds -------------------------------------------------------------------------------------------
+
+
+def _lower_bound(leaf: _Leaf, value: Any) -> bytes | None:
+    if value is None:
+        return None
+    if leaf.iceberg_type == "string":
+        return _utf8(value) if isinstance(value, str) else None  # a prefix of the min is <= the min
+    typed = _typed_stat(leaf.iceberg_type, value)
+    if typed is None:
+        return None
+    if leaf.iceberg_type in ("float", "double") and typed == 0.0:
+        typed = -0.0
+    return to_single_value_bytes(leaf.iceberg_type, typed)
+
+
+def _upper_bound(leaf: _Leaf, value: Any, string_prefix_length: int) -> bytes | None:
+    if value is None:
+        return None
+    if leaf.iceberg_type == "string":
+        # Shorter than the truncation length means Delta did not truncate it: the exact max.
+        if isinstance(value, str) and len(value) < string_prefix_length:
+            return _utf8(value)
+        return None
+    typed = _typed_stat(leaf.iceberg_type, value)
+    if typed is None:
+        return None
+    if leaf.iceberg_type in ("float", "double") and typed == 0.0:
+        typed = 0.0
+    if leaf.iceberg_type in ("timestamp", "timestamptz"):
+        typed += TIMESTAMP_STATS_SLACK_MICROS
+    return to_single_value_bytes(leaf.iceberg_type, typed)
+
+
+def _utf8(value: str) -> bytes | None:
+    try:
+        return value.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate from a truncation: no safe bound
+        return None
+
+
+def _typed_stat(iceberg_type: str, value: Any) -> Any:
+    """A Delta stats JSON value as the Python value of `iceberg_type`, or None when not certain."""
+    if iceberg_type == "boolean":
+        return value if isinstance(value, bool) else None
+    if iceberg_type in ("int", "long"):
+        if _is_int(value):
+            return value
+        if isinstance(value, Decimal) and value == value.to_integral_value():
+            return int(value)
+        return None
+    if iceberg_type in ("float", "double"):
+        if isinstance(value, bool) or not isinstance(value, int | float | Decimal):
+            return None  # "NaN" / "Infinity" strings included
+        number = float(value)
+        return number if math.isfinite(number) else None
+    if iceberg_type == "date":
+        return _days(value)
+    if iceberg_type in ("timestamp", "timestamptz"):
+        return _micros(value, with_zone=iceberg_type == "timestamptz")
+    match = ICEBERG_DECIMAL.match(iceberg_type)
+    if match:
+        return _decimal(value, int(match.group(1)), int(match.group(2)))
+    return None
+
+
+def _days(value: Any) -> int | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        return (date.fromisoformat(value) - _EPOCH_DATE).days
+    except ValueError:
+        return None
+
+
+def _micros(value: Any, *, with_zone: bool) -> int | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if (parsed.tzinfo is not None) != with_zone:
+        return None  # an instant without its offset (or a local time with one): ambiguous
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    delta = parsed - _EPOCH
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _decimal(value: Any, precision: int, scale: int) -> Decimal | None:
+    if _is_int(value):
+        number = Decimal(value)
+    elif isinstance(value, Decimal):
+        number = value
+    elif (
+        isinstance(value, float)
+        and math.isfinite(value)
+        and len(Decimal(repr(value)).as_tuple().digits) <= 15
+    ):
+        number = Decimal(repr(value))  # <= 15 significant digits survive the trip through a double
+    else:
+        return None
+    try:
+        scaled = number.quantize(Decimal(1).scaleb(-scale), context=_EXACT)
+    except InvalidOperation:
+        return None
+    if scaled != number or len(scaled.as_tuple().digits) > precision:
+        return None
+    return scaled
+
+
+def _unscaled(value: Decimal, scale: int) -> int:
+    """The integer digits of `value` at `scale`, exactly (no context rounding at 38 digits)."""
+    sign, digits, exponent = value.as_tuple()
+    assert isinstance(exponent, int), "finite decimals only"
+    magnitude = int("".join(map(str, digits)) or "0")
+    shift = exponent + scale
+    if shift < 0:
+        magnitude, remainder = divmod(magnitude, 10**-shift)
+        if remainder:
+            raise ValueError(f"{value} has more than {scale} decimal places")
+    else:
+        magnitude *= 10**shift
+    return -magnitude if sign else magnitude
+
+
+# --- Iceberg single-value binary serialization (spec Appendix D) -------------------------------------
+
+
+def to_single_value_bytes(iceberg_type: str, value: Any) -> bytes:
+    """Iceberg's binary single-value form: little-endian numbers, UTF-8 strings, big-endian
+    two's-complement unscaled decimals (minimal length), days for dates, microseconds for timestamps."""
+    if iceberg_type == "boolean":
+        return b"\x01" if value else b"\x00"
+    if iceberg_type in ("int", "date"):
+        return struct.pack("<i", value)
+    if iceberg_type in ("long", "timestamp", "timestamptz"):
+        return struct.pack("<q", value)
+    if iceberg_type == "float":
+        return struct.pack("<f", value)
+    if iceberg_type == "double":
+        return struct.pack("<d", value)
+    if iceberg_type == "string":
+        return value.encode("utf-8")
+    if iceberg_type == "binary":
+        return bytes(value)
+    decimal_type = ICEBERG_DECIMAL.match(iceberg_type)
+    if decimal_type:
+        unscaled = _unscaled(Decimal(value), int(decimal_type.group(2)))
+        length = max(1, (unscaled + (unscaled < 0)).bit_length() // 8 + 1)
+        return unscaled.to_bytes(length, "big", signed=True)
+    raise ValueError(f"no single-value serialization for Iceberg type {iceberg_type}")

@@ -1,0 +1,31 @@
+"""Which Delta version an Iceberg snapshot mirrors: the `dvmirror.delta-version` summary property, and
+the mirror's last mirrored version (its current snapshot's), read without a JVM through pyiceberg for
+callers that must not start Spark (the Dagster sensors)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from dv_assets.mirror.settings import CatalogLocation
+
+DELTA_VERSION_PROPERTY = "dvmirror.delta-version"
+
+
+def delta_version_of(summary: Mapping[str, str] | None) -> int | None:
+    """The Delta version a snapshot summary records (None for a snapshot the mirror did not write)."""
+    value = None if summary is None else summary.get(DELTA_VERSION_PROPERTY)
+    return None if value is None else int(value)
+
+
+def last_mirrored_version(catalog: CatalogLocation, table_name: str) -> int | None:
+    """The Delta version of the mirror's current snapshot, read with pyiceberg (no JVM)."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        table = catalog.pyiceberg_catalog().load_table(table_name)
+    except NoSuchTableError:
+        return None
+    snapshot = table.current_snapshot()
+    if snapshot is None or snapshot.summary is None:
+        return None
+    return delta_version_of(snapshot.summary.additional_properties)

@@ -1,0 +1,119 @@
+"""The one seam to storage: every read, list, stat, write and delete of the engine goes through `FileIO`
+(after pyiceberg's `io.FileIO`), for plain local paths, `file:` URIs and any URI pyarrow.fs knows
+(s3://, gs://, abfs://, hdfs://).
+
+Locations stay strings end to end: a plain absolute path for local files (used verbatim as Iceberg file
+paths), a URI otherwise. Tests inject faults by subclassing `FileIO`, never through the production path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import unquote, urlparse
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+
+
+@dataclass(frozen=True)
+class FileInfo:
+    """What a stat or a listing tells about one location."""
+
+    location: str
+    exists: bool
+    is_file: bool = False
+    size: int | None = None
+    mtime_s: float | None = None  # seconds since the epoch
+
+
+class FileIO:
+    """Storage access by location. Stateless; one instance may be shared by threads."""
+
+    def resolve(self, location: str) -> tuple[pafs.FileSystem, str]:
+        """The pyarrow file system of `location` and the path within it."""
+        parsed = urlparse(location)
+        if parsed.scheme == "file":
+            return pafs.LocalFileSystem(), unquote(parsed.path)
+        if not parsed.scheme or len(parsed.scheme) == 1:  # a plain path (or a Windows drive letter)
+            return pafs.LocalFileSystem(), location
+        return pafs.FileSystem.from_uri(location)
+
+    # -- reading ---------------------------------------------------------------------------------------
+    def open_input(self, location: str) -> pa.NativeFile:
+        """A random-access handle (`size()`, `read_at()`); the caller closes it."""
+        filesystem, path = self.resolve(location)
+        return filesystem.open_input_file(path)
+
+    def read(self, location: str) -> bytes:
+        filesystem, path = self.resolve(location)
+        with filesystem.open_input_stream(path) as stream:
+            return stream.read()
+
+    def read_parquet(self, location: str, columns: Iterable[str] | None = None) -> pa.Table:
+        """The named columns (those the file has; all when None) of a Parquet file."""
+        filesystem, path = self.resolve(location)
+        if columns is not None:
+            present = set(pq.read_schema(path, filesystem=filesystem).names)
+            columns = [c for c in columns if c in present]
+        return pq.read_table(path, columns=columns, filesystem=filesystem)
+
+    def parquet_row_count(self, location: str) -> int:
+        """Rows of a Parquet file, from its footer alone."""
+        with self.open_input(location) as handle:
+            return pq.ParquetFile(handle).metadata.num_rows
+
+    def stat(self, location: str) -> FileInfo:
+        filesystem, path = self.resolve(location)
+        info = filesystem.get_file_info(path)
+        return self._info(location, info)
+
+    def list_dir(self, location: str) -> list[FileInfo]:
+        """The entries directly under the folder `location` (none when it does not exist), by name."""
+        filesystem, path = self.resolve(location)
+        infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=False))
+        base = location.rstrip("/")
+        return sorted(
+            (self._info(f"{base}/{info.base_name}", info) for info in infos), key=lambda i: i.location
+        )
+
+    @staticmethod
+    def _info(location: str, info: pafs.FileInfo) -> FileInfo:
+        if info.type == pafs.FileType.NotFound:
+            return FileInfo(location, exists=False)
+        return FileInfo(
+            location,
+            exists=True,
+            is_file=info.type == pafs.FileType.File,
+            size=info.size,
+            mtime_s=None if info.mtime is None else info.mtime.timestamp(),
+        )
+
+    # -- writing ---------------------------------------------------------------------------------------
+    def makedirs(self, location: str) -> None:
+        filesystem, path = self.resolve(location)
+        filesystem.create_dir(path, recursive=True)
+
+    def write(self, location: str, content: bytes) -> None:
+        """Write a whole new file (its folder is created when missing)."""
+        filesystem, path = self.resolve(location)
+        filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        with filesystem.open_output_stream(path) as out:
+            out.write(content)
+
+    def parquet_writer(self, location: str, schema: pa.Schema) -> pq.ParquetWriter:
+        """A Parquet writer for a new file at `location`; the caller closes it."""
+        filesystem, path = self.resolve(location)
+        return pq.ParquetWriter(path, schema, filesystem=filesystem)
+
+    def delete(self, location: str) -> None:
+        filesystem, path = self.resolve(location)
+        filesystem.delete_file(path)
+
+    def delete_quietly(self, locations: Iterable[str]) -> None:
+        """Best effort: a file that is already gone (or cannot be removed) is left to the cleanup."""
+        for location in locations:
+            with contextlib.suppress(OSError):
+                self.delete(location)

@@ -1,0 +1,342 @@
+"""sync_table(): mirror every Delta version not yet mirrored, each as one Iceberg snapshot.
+
+Delta log → plan of changes (`plan.py`) → delete files written (Puffin for v3, Parquet for v2) →
+one Iceberg transaction (`iceberg/java.py`). A failure at any step leaves the Iceberg table at its
+last mirrored version and removes what this run wrote; the next run starts again from there.
+
+Words: to *sync* is the act (the CLI's `dvmirror sync`); the *mirror* is the Iceberg table it keeps.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from pyspark.sql import SparkSession
+
+from dv_assets.mirror.delta.actions import AddFile, Metadata
+from dv_assets.mirror.delta.column_mapping import check_field_ids_readable
+from dv_assets.mirror.delta.data_files import check_data_files_present, record_count
+from dv_assets.mirror.delta.paths import table_root_of
+from dv_assets.mirror.delta.replay import DeltaTable, VersionChange
+from dv_assets.mirror.dv.reader import DVTask, convert_dv_batch
+from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
+from dv_assets.mirror.iceberg import metrics as iceberg_metrics
+from dv_assets.mirror.iceberg import schema as iceberg_schema
+from dv_assets.mirror.iceberg.content_files import PUFFIN, DataFile, DeleteFile
+from dv_assets.mirror.iceberg.java import (
+    DELTA_TABLE_ID_PROPERTY,
+    DELTA_TABLE_PROPERTY,
+    NAME_MAPPING_PROPERTY,
+    CommitRequest,
+    IcebergJava,
+    MirrorTable,
+    NewTable,
+)
+from dv_assets.mirror.iceberg.layout import MirrorLayout
+from dv_assets.mirror.iceberg.position_deletes import write_position_delete_file
+from dv_assets.mirror.iceberg.puffin import build_puffin
+from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.plan import MirrorPlan, plan_version
+
+DEFAULT_FORMAT_VERSION = 3
+DELTA_PARTITION_COLUMNS_PROPERTY = "dvmirror.delta-partition-columns"
+
+
+@dataclass
+class VersionResult:
+    delta_version: int
+    snapshot_id: int
+    operation: str | None
+    data_files_added: int
+    data_files_removed: int
+    dvs_written: int
+    deletes_replaced: int
+    rows_deleted_by_new_dvs: int
+    delete_files: list[str]
+    bytes_written: int
+    seconds: float
+
+
+@dataclass
+class SyncResult:
+    delta_table: str
+    iceberg_table: str
+    format_version: int
+    previously_mirrored: int | None
+    latest_delta_version: int
+    versions: list[VersionResult] = field(default_factory=list)
+
+    @property
+    def mirrored_versions(self) -> list[int]:
+        return [v.delta_version for v in self.versions]
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["mirrored_versions"] = self.mirrored_versions
+        out["dvs_written"] = sum(v.dvs_written for v in self.versions)
+        out["bytes_written"] = sum(v.bytes_written for v in self.versions)
+        return out
+
+
+def sync_table(
+    spark: SparkSession,
+    delta_path: str | Path,
+    table_name: str,
+    *,
+    format_version: int | None = None,
+    until_version: int | None = None,
+    on_version: Callable[[VersionResult], None] | None = None,
+    iceberg: IcebergJava | None = None,
+    io: FileIO | None = None,
+) -> SyncResult:
+    """Mirror Delta versions (last mirrored, min(until_version, latest)] into Iceberg `table_name`.
+
+    `iceberg` and `io` are the seams to Iceberg Java and to storage (defaults: the session's catalog
+    and `FileIO()`); tests pass their own to inject faults.
+    """
+    io = io or FileIO()
+    iceberg = iceberg or IcebergJava(spark)
+    delta_root = table_root_of(delta_path)
+    delta = DeltaTable(delta_root, io=io)
+    latest = delta.latest_version()
+    target = latest if until_version is None else min(until_version, latest)
+
+    table = iceberg.load(table_name)
+    deletes: dict[str, DeleteFile] = {}
+    if table is None:
+        last_mirrored = None
+        start = delta.oldest_version()
+        fmt = format_version or DEFAULT_FORMAT_VERSION
+        current_schema: dict | None = None
+    else:
+        fmt = table.format_version
+        if format_version is not None and format_version != fmt:
+            raise MirrorInputError(
+                f"the Iceberg table is format version {fmt}, not {format_version}", table=delta_root
+            )
+        last_mirrored = table.last_mirrored_version
+        start = delta.oldest_version() if last_mirrored is None else last_mirrored + 1
+        if start <= target:
+            deletes = iceberg.delete_files_by_data_file(table_name)
+        current_schema = table.schema
+        mirrored_from = table.properties.get(DELTA_TABLE_PROPERTY)
+        if mirrored_from is not None and mirrored_from != delta_root:
+            raise MirrorInputError(
+                f"Iceberg table {table_name} mirrors {mirrored_from}, not this table", table=delta_root
+            )
+
+    result = SyncResult(delta_root, table_name, fmt, last_mirrored, latest)
+    if start > target:
+        return result
+
+    for change in delta.changes(start, target):
+        began = time.monotonic()
+        plan = plan_version(change)
+        location = iceberg.default_location(table_name) if table is None else table.location
+        layout = MirrorLayout(location)
+        written: list[DeleteFile] = []
+        try:
+            new_table = None
+            if table is None:
+                new_table = _new_table(change.metadata, delta_root, fmt)
+                current_schema = new_table.schema_json
+            elif change.metadata_changed:
+                _check_partitioning_unchanged(change.metadata, table)
+            if new_table is not None or change.metadata_changed:
+                check_field_ids_readable(change.metadata.schema, change.metadata.column_mapping_mode)
+            assert current_schema is not None
+            check_data_files_present(plan.add_data_files, io)
+            written = _write_deletes(delta_root, plan, change, fmt, layout, current_schema, io, written)
+            request = _commit_request(change, plan, deletes, written, current_schema, delta_root, io)
+            if new_table is not None:
+                # Created only once its first version is known to be mirrorable.
+                table = iceberg.create(table_name, new_table, location)
+            outcome = iceberg.commit(table_name, request)
+            current_schema = outcome.schema
+        except MirrorInputError as err:
+            io.delete_quietly(f.path for f in written if layout.is_owned(f.path))
+            raise err.at(table=delta_root, version=change.version) from None
+        except BaseException:
+            io.delete_quietly(f.path for f in written if layout.is_owned(f.path))
+            raise
+        for data_file in plan.drop_deletes_of:
+            deletes.pop(data_file, None)
+        for delete_file in written:
+            deletes[delete_file.referenced_data_file] = delete_file
+        version_result = VersionResult(
+            delta_version=change.version,
+            snapshot_id=outcome.snapshot_id,
+            operation=change.operation,
+            data_files_added=len(plan.add_data_files),
+            data_files_removed=len(plan.remove_data_files),
+            dvs_written=len(plan.write_dvs),
+            deletes_replaced=len(plan.drop_deletes_of),
+            rows_deleted_by_new_dvs=plan.rows_deleted_by_dvs,
+            delete_files=sorted({f.path for f in written}),
+            bytes_written=sum({f.path: f.file_size_in_bytes for f in written}.values()),
+            seconds=round(time.monotonic() - began, 3),
+        )
+        result.versions.append(version_result)
+        if on_version is not None:
+            on_version(version_result)
+    return result
+
+
+# -- Delta version → Iceberg content ------------------------------------------------------------------
+
+
+def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
+    mode = metadata.column_mapping_mode
+    schema = iceberg_schema.to_iceberg_schema(metadata.schema, mode)
+    return NewTable(
+        schema_json=schema,
+        partition_spec_json=iceberg_schema.partition_spec(schema, metadata.partition_columns),
+        properties={
+            "format-version": str(fmt),
+            DELTA_TABLE_PROPERTY: delta_root,
+            DELTA_TABLE_ID_PROPERTY: metadata.id,
+            DELTA_PARTITION_COLUMNS_PROPERTY: json.dumps(list(metadata.partition_columns)),
+            # The mirror re-plans from the log after a conflict; Iceberg must not re-apply a stale plan.
+            "commit.retry.num-retries": "0",
+            **iceberg_metrics.MIRROR_TABLE_PROPERTIES,
+            NAME_MAPPING_PROPERTY: json.dumps(iceberg_schema.name_mapping(schema, metadata.schema, mode)),
+        },
+    )
+
+
+def _check_partitioning_unchanged(metadata: Metadata, table: MirrorTable) -> None:
+    """Delta can only change partition columns by rewriting the table; the mirror refuses to follow."""
+    mirrored = table.properties.get(DELTA_PARTITION_COLUMNS_PROPERTY)
+    if mirrored is not None and json.loads(mirrored) != list(metadata.partition_columns):
+        raise UnsupportedFeatureError(
+            f"the partition columns changed from {json.loads(mirrored)} to "
+            f"{list(metadata.partition_columns)}; mirror the rewritten table into a new Iceberg table"
+        )
+
+
+def _partition(add: AddFile, metadata: Metadata, schema: dict) -> tuple:
+    """The data file's partition tuple as Iceberg single-value JSON, in partition-spec order."""
+    physical = metadata.physical_names
+    types = {f["name"]: f["type"] for f in schema["fields"]}
+    return tuple(
+        iceberg_schema.partition_value_to_json(add.partition_values.get(physical[column]), types[column])
+        for column in metadata.partition_columns
+    )
+
+
+def _write_deletes(
+    delta_root: str,
+    plan: MirrorPlan,
+    change: VersionChange,
+    fmt: int,
+    layout: MirrorLayout,
+    schema: dict,
+    io: FileIO,
+    written: list[DeleteFile],
+) -> list[DeleteFile]:
+    """Convert the version's new DVs and write them as Puffin (v3) or position deletes (v2).
+
+    Each delete file is appended to `written` as soon as it exists, so the caller can remove what a
+    failed version wrote; returns `written`.
+    """
+    if not plan.write_dvs:
+        return written
+    tasks = [
+        DVTask.of(delta_root, add.deletion_vector, data_file=add.location, num_records=record_count(add, io))
+        for add in plan.write_dvs
+        if add.deletion_vector is not None
+    ]
+    blobs = convert_dv_batch(tasks, io)
+    partitions = {add.location: _partition(add, change.metadata, schema) for add in plan.write_dvs}
+    if fmt >= 3:
+        puffin = build_puffin(blobs)
+        path = layout.puffin_path(change.version)
+        try:
+            io.write(path, puffin.content)
+        except BaseException:
+            io.delete_quietly([path])
+            raise
+        written += [
+            DeleteFile(
+                path=path,
+                file_format=PUFFIN,
+                partition=partitions[entry.referenced_data_file],
+                file_size_in_bytes=len(puffin.content),
+                record_count=entry.cardinality,
+                referenced_data_file=entry.referenced_data_file,
+                content_offset=entry.offset,
+                content_size_in_bytes=entry.length,
+            )
+            for entry in puffin.entries
+        ]
+    else:
+        io.makedirs(layout.delete_dir)
+        for dv in blobs:
+            path = layout.position_deletes_path(change.version)
+            try:
+                written.append(
+                    write_position_delete_file(
+                        path, dv.data_file, dv.positions(), partition=partitions[dv.data_file], io=io
+                    )
+                )
+            except BaseException:
+                io.delete_quietly([path])
+                raise
+    return written
+
+
+def _data_file(add: AddFile, metadata: Metadata, schema: dict, io: FileIO) -> DataFile:
+    return DataFile(
+        path=add.location,
+        partition=_partition(add, metadata, schema),
+        file_size_in_bytes=add.size,
+        record_count=record_count(add, io),
+        metrics=iceberg_metrics.from_delta_stats(add.stats, schema, metadata),
+    )
+
+
+def _commit_request(
+    change: VersionChange,
+    plan: MirrorPlan,
+    deletes: dict[str, DeleteFile],
+    added_deletes: list[DeleteFile],
+    schema: dict,
+    delta_root: str,
+    io: FileIO,
+) -> CommitRequest:
+    metadata = change.metadata
+    new_schema = None
+    if plan.schema_changed:
+        evolved = iceberg_schema.evolve(schema, metadata.schema, metadata.column_mapping_mode)
+        if evolved["fields"] != schema["fields"]:
+            new_schema = evolved
+    missing = [loc for loc in plan.drop_deletes_of if loc not in deletes]
+    if missing:
+        raise MirrorInputError(
+            "the mirror has no delete file for a Delta DV it should replace (was the Iceberg table changed "
+            "outside dv-mirror?)",
+            table=delta_root,
+            version=change.version,
+            file=missing[0],
+        )
+    return CommitRequest(
+        delta_version=change.version,
+        summary={
+            "dvmirror.delta-operation": change.operation or "",
+            "dvmirror.delta-timestamp": str(change.commit_info.get("timestamp", "")),
+        },
+        add_data_files=tuple(_data_file(f, metadata, new_schema or schema, io) for f in plan.add_data_files),
+        remove_data_files=tuple(_data_file(f, metadata, schema, io) for f in plan.remove_data_files),
+        add_delete_files=tuple(added_deletes),
+        # Every replaced delete goes explicitly, the DV of a removed data file too: Iceberg (v3) does not
+        # always drop it itself, and a dangling DV comes back to life when RESTORE re-adds the file.
+        remove_delete_files=tuple(deletes[loc] for loc in plan.drop_deletes_of),
+        schema_json=new_schema,
+        name_mapping=None
+        if new_schema is None
+        else iceberg_schema.name_mapping(new_schema, metadata.schema, metadata.column_mapping_mode),
+    )

@@ -1,0 +1,147 @@
+"""The engine stands alone and the package installs like any other.
+
+* `dv_assets.mirror` (the CLI, the sync entry point and every other engine module) imports in a fresh
+  interpreter without importing Dagster;
+* a non-editable `pip install .` into a fresh virtual environment runs `dvmirror sync` and loads the
+  Dagster definitions from another directory, the jars found through `DVMIRROR_JARS`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.paths import DELTA_FIXTURES, REPO_ROOT
+
+
+def _clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVMIRROR_", "PYTHON", "DAGSTER_"))}
+    env.update(extra)
+    return env
+
+
+IMPORT_THE_ENGINE = """
+import json, pkgutil, sys
+import dv_assets.mirror
+from dv_assets.mirror.cli import main
+from dv_assets.mirror import MirrorSettings, sync_table
+names = [m.name for m in pkgutil.walk_packages(dv_assets.mirror.__path__, "dv_assets.mirror.")]
+for name in names:
+    __import__(name)
+dagster = sorted(m for m in sys.modules if m.split(".")[0] in ("dagster", "dagster_pyspark"))
+print(json.dumps({"modules": names, "dagster": dagster}))
+"""
+
+
+def test_engine_imports_without_dagster() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", IMPORT_THE_ENGINE],
+        cwd=REPO_ROOT,
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    imported = json.loads(done.stdout)
+    assert {"dv_assets.mirror.cli", "dv_assets.mirror.sync", "dv_assets.mirror.iceberg.java"} <= set(
+        imported["modules"]
+    )
+    assert imported["dagster"] == []
+
+
+@pytest.mark.spark
+def test_non_editable_install_runs_the_cli_and_loads_the_definitions_elsewhere(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    # The dependencies come from the test environment's site-packages; the project itself is installed
+    # as a built wheel (not editable) into the new environment.
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    Path(purelib, "test-dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
+    install = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(python),
+            "install",
+            "--quiet",
+            "--no-deps",
+            str(REPO_ROOT),
+        ],
+        env=_clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert install.returncode == 0, install.stdout + install.stderr
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = _clean_env(DVMIRROR_JARS=str(REPO_ROOT / ".jars"), DAGSTER_HOME=str(elsewhere))
+    where = subprocess.run(
+        [str(python), "-c", "import dv_assets, resources; print(dv_assets.__file__, resources.__file__)"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    assert str(REPO_ROOT) not in where and str(venv) in where, where
+
+    table = elsewhere / "table-with-dv-small"
+    shutil.copytree(DELTA_FIXTURES / "table-with-dv-small", table)
+    synced = subprocess.run(
+        [str(venv / "bin" / "dvmirror"), "sync", str(table), "--table", "pkg.t", "--json"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert synced.returncode == 0, synced.stdout + synced.stderr
+    assert json.loads(synced.stdout)["mirrored_versions"] == [0, 1]
+    assert (elsewhere / ".dvmirror" / "catalog.db").is_file()  # defaults under the working directory
+
+    (elsewhere / "sources.yaml").write_text(
+        "sources:\n  - {name: pkg, delta_path: table-with-dv-small, iceberg_table: pkg.t}\n"
+    )
+    listed = subprocess.run(
+        [
+            str(python),
+            "-W",
+            "ignore",
+            "-c",
+            "from dv_assets.definitions import defs; r = defs.get_repository_def();"
+            "print(sorted(j.name for j in r.get_all_jobs() if not j.name.startswith('__')))",
+        ],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.strip() == str(["checks_pkg", "cleanup", "mirror_pkg"])
+    validated = subprocess.run(
+        [str(python), "-m", "dagster", "definitions", "validate", "-m", "dv_assets.definitions"],
+        cwd=elsewhere,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert validated.returncode == 0, validated.stdout + validated.stderr
