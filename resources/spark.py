@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from dagster_pyspark import LazyPySparkResource
+from dagster_spark.utils import flatten_dict
 from pydantic import Field
 
 from dv_assets.mirror.settings import CatalogLocation, MirrorSettings
@@ -45,4 +46,6 @@ class IcebergSparkResource(LazyPySparkResource):
 
     def _init_session(self) -> None:
         if self._spark_session is None:
-            self._spark_session = get_or_create_spark(self.settings, self.spark_config)
+            # Nested or dotted keys, as dagster-pyspark accepts them.
+            overrides = dict(flatten_dict(self.spark_config))
+            self._spark_session = get_or_create_spark(self.settings, overrides)

@@ -25,11 +25,6 @@ class MirrorPlan:
     # dropped DV, or a removed data file that had one.
     drop_deletes_of: list[str]
     schema_changed: bool
-    data_change: bool
-
-    @property
-    def is_empty(self) -> bool:
-        return not (self.add_data_files or self.remove_data_files or self.write_dvs or self.drop_deletes_of)
 
     @property
     def rows_deleted_by_dvs(self) -> int:
@@ -50,5 +45,4 @@ def plan_version(change: VersionChange) -> MirrorPlan:
         write_dvs=write,
         drop_deletes_of=drop,
         schema_changed=change.metadata_changed,
-        data_change=change.data_change,
     )

@@ -221,9 +221,8 @@ def _check_partitioning_unchanged(metadata: Metadata, table: MirrorTable) -> Non
 def _partition(add: AddFile, metadata: Metadata, schema: dict) -> tuple:
     """The data file's partition tuple as Iceberg single-value JSON, in partition-spec order."""
     physical = metadata.physical_names
-    types = {f["name"]: f["type"] for f in schema["fields"]}
     return tuple(
-        iceberg_schema.partition_value_to_json(add.partition_values.get(physical[column]), types[column])
+        iceberg_schema.partition_value(add.partition_values.get(physical[column]), schema, column)
         for column in metadata.partition_columns
     )
 

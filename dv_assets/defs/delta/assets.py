@@ -22,10 +22,6 @@ def version_of(key: str) -> int:
     return int(key)
 
 
-def sorted_keys(keys: list[str]) -> list[str]:
-    return sorted(keys, key=version_of)
-
-
 def commit_markdown(facts: CommitFacts) -> str:
     when = (
         dt.datetime.fromtimestamp(facts.timestamp_ms / 1000, tz=dt.UTC).isoformat(timespec="seconds")

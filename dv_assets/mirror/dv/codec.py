@@ -11,7 +11,6 @@ import struct
 import uuid
 import zlib
 from collections.abc import Iterable
-from dataclasses import dataclass
 from itertools import islice
 
 from pyroaring import BitMap64
@@ -213,14 +212,6 @@ def encode_blob(positions: BitMap64 | Iterable[int]) -> bytes:
     return frame_blob(serialize_bitmap(bitmap))
 
 
-@dataclass(frozen=True)
-class BlobFacts:
-    """What a verified blob says about itself."""
-
-    cardinality: int
-    max_position: int | None  # None when empty
-
-
 def unframe_blob(blob: bytes) -> bytes:
     """The bitmap bytes of a blob, after checking its length field and CRC-32."""
     if len(blob) < FRAME_OVERHEAD:
@@ -281,7 +272,3 @@ def check_positions(bitmap: BitMap64, *, expected_cardinality: int | None, num_r
             f"DV deletes {past} position(s) at or past the data file's {num_records} rows "
             f"(largest {bitmap.max()})"
         )
-
-
-def blob_facts(bitmap: BitMap64) -> BlobFacts:
-    return BlobFacts(cardinality=len(bitmap), max_position=bitmap.max() if bitmap else None)

@@ -52,7 +52,7 @@ class DeletionVectorDescriptorLike(Protocol):
 
 @dataclass(frozen=True)
 class DVTask:
-    """One DV to convert: picklable plain values (a Spark task can carry it)."""
+    """One DV to read and verify: where it is and what to expect of it, as plain (picklable) values."""
 
     table_root: str
     data_file: str  # the data file location, as it will appear as `referenced-data-file`

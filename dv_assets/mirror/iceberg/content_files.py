@@ -101,10 +101,6 @@ class DeleteFile:
     spec_id: int = 0
 
     @property
-    def is_deletion_vector(self) -> bool:
-        return self.file_format == PUFFIN
-
-    @property
     def lower_bounds(self) -> dict[int, bytes]:
         return self.metrics.lower_bounds
 

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 
 from dv_assets.mirror.delta.column_mapping import field_metadata, physical_name
 from dv_assets.mirror.iceberg.content_files import ColumnMetrics
-from dv_assets.mirror.iceberg.schema import ICEBERG_DECIMAL
+from dv_assets.mirror.iceberg.schema import ICEBERG_DECIMAL, matched_fields
 
 DEFAULT_STRING_PREFIX_LENGTH = 32
 STRING_PREFIX_LENGTH_PROPERTY = "delta.dataSkippingStringPrefixLength"
@@ -149,11 +149,7 @@ def _leaves(
     """Primitive columns reachable through structs, matched to Iceberg fields by (logical) name."""
 
     def walk(delta_fields: Sequence[Mapping[str, Any]], iceberg_fields: Sequence[Mapping[str, Any]], path):
-        by_name = {f["name"]: f for f in iceberg_fields}
-        for delta_field in delta_fields:
-            iceberg_field = by_name.get(delta_field["name"])
-            if iceberg_field is None:
-                continue
+        for delta_field, iceberg_field in matched_fields(delta_fields, iceberg_fields):
             metadata = field_metadata(delta_field)
             key = physical_name(delta_field, mode)
             delta_type, iceberg_type = delta_field["type"], iceberg_field["type"]

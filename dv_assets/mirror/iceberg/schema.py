@@ -244,20 +244,31 @@ def name_mapping(
     return _mapped_fields(_struct_fields(delta_schema, "schema"), iceberg_schema["fields"], mode)
 
 
+def matched_fields(
+    delta_fields: Sequence[Mapping[str, Any]], iceberg_fields: Sequence[Mapping[str, Any]]
+) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any]]]:
+    """(Delta field, Iceberg field) pairs of one struct, matched by logical name; fields only one side
+    has are skipped (the Iceberg schema may be another version of the table's)."""
+    by_name = {f["name"]: f for f in iceberg_fields}
+    for delta_field in delta_fields:
+        iceberg_field = by_name.get(delta_field["name"])
+        if iceberg_field is not None:
+            yield delta_field, iceberg_field
+
+
 def _mapped_fields(
     delta_fields: Sequence[Mapping[str, Any]], iceberg_fields: Sequence[Mapping[str, Any]], mode: str
 ) -> list[dict[str, Any]]:
-    by_name = {f["name"]: f for f in iceberg_fields}
-    out = []
-    for delta_field in delta_fields:
-        iceberg_field = by_name.get(delta_field["name"])
-        if iceberg_field is None:
-            continue
-        name = physical_name(delta_field, mode)
-        out.append(
-            _mapping_entry(name, iceberg_field["id"], delta_field["type"], iceberg_field["type"], mode)
+    return [
+        _mapping_entry(
+            physical_name(delta_field, mode),
+            iceberg_field["id"],
+            delta_field["type"],
+            iceberg_field["type"],
+            mode,
         )
-    return out
+        for delta_field, iceberg_field in matched_fields(delta_fields, iceberg_fields)
+    ]
 
 
 def _mapping_entry(
