@@ -70,7 +70,8 @@ def test_checks_fail_on_a_damaged_mirror(spark, catalog, copy_fixture) -> None:
         # Damage: a snapshot for Delta version 1 that lost the DV (its 2 deleted rows come back).
         iceberg = IcebergJava(spark)
         (dv,) = iceberg.delete_files_by_data_file(source.iceberg_table).values()
-        iceberg.commit(source.iceberg_table, CommitRequest(1, {}, remove_delete_files=(dv,)))
+        current = iceberg.load(source.iceberg_table).current_snapshot_id
+        iceberg.commit(source.iceberg_table, CommitRequest(1, {}, current, remove_delete_files=(dv,)))
 
         checks_job = defs.resolve_job_def(f"checks_{source.name}")
         result = checks_job.execute_in_process(

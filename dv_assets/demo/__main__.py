@@ -29,6 +29,9 @@ DAGSTER_YAML = """\
 telemetry:
   enabled: false
 concurrency:
+  pools:
+    # Steps that write one mirror table (its asset and checks) share the pool dvmirror_<source>.
+    default_limit: 1
   runs:
     # Mirror runs of one table go one at a time, in the order they were queued.
     tag_concurrency_limits:

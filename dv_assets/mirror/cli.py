@@ -7,7 +7,9 @@ Defaults and environment variables: `dv_assets.mirror.settings`. Set DVMIRROR_DE
 traceback of an internal error.
 
 Exit codes: 0 done (also when there was nothing new), 2 bad input (one line on stderr naming the table,
-the version, the file and the reason; the mirror stays at its last good version), 3 internal error.
+the version, the file and the reason; the mirror stays at its last good version), 3 internal error,
+4 conflict (another writer committed to the Iceberg table meanwhile; nothing of this run was committed;
+rerun).
 """
 
 from __future__ import annotations
@@ -20,12 +22,23 @@ import tempfile
 import traceback
 from pathlib import Path
 
-from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorInputError
+from dv_assets.mirror.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CONFLICT,
+    EXIT_INTERNAL_ERROR,
+    MirrorConflictError,
+    MirrorInputError,
+)
 from dv_assets.mirror.settings import MirrorSettings
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dvmirror", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="dvmirror",
+        description=__doc__.split("\n\n")[0],
+        epilog="\n\n".join(__doc__.split("\n\n")[2:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     sync = commands.add_parser("sync", help="mirror every Delta version not yet mirrored, one snapshot each")
     sync.add_argument("delta_table", help="path of the Delta table (the folder holding _delta_log)")
@@ -99,6 +112,9 @@ def main(argv: list[str] | None = None) -> int:
     except MirrorInputError as err:
         print(f"dvmirror: {err.one_line()}", file=sys.stderr)
         return EXIT_BAD_INPUT
+    except MirrorConflictError as err:
+        print(f"dvmirror: {err.one_line()}", file=sys.stderr)
+        return EXIT_CONFLICT
     except Exception as err:  # the one place a traceback is turned into a line
         if settings.debug:
             traceback.print_exc()

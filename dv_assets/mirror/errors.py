@@ -4,6 +4,7 @@ from __future__ import annotations
 
 EXIT_BAD_INPUT = 2
 EXIT_INTERNAL_ERROR = 3
+EXIT_CONFLICT = 4
 
 
 class MirrorInputError(Exception):
@@ -50,3 +51,18 @@ class UnsupportedFeatureError(MirrorInputError):
 
 class InvalidDeletionVectorError(MirrorInputError):
     """A deletion vector failed a check (length, magic, CRC-32, cardinality, position range) or is missing."""
+
+
+class MirrorConflictError(Exception):
+    """Another writer changed the Iceberg table between planning and committing (typically a second sync
+    of the same table). Nothing of this run was committed; rerunning converges."""
+
+    def __init__(self, reason: str, *, table: str, version: int | None = None) -> None:
+        self.reason = reason
+        self.table = table
+        self.version = version
+        super().__init__(self.one_line())
+
+    def one_line(self) -> str:
+        where = f"table {self.table}" + ("" if self.version is None else f", version {self.version}")
+        return f"{where}: {self.reason}"

@@ -9,6 +9,7 @@ Words: to *sync* is the act (the CLI's `dvmirror sync`); the *mirror* is the Ice
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Callable
@@ -23,18 +24,20 @@ from dv_assets.mirror.delta.data_files import check_data_files_present, record_c
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable, VersionChange
 from dv_assets.mirror.dv.reader import DVTask, convert_dv_batch
-from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
+from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError, UnsupportedFeatureError
 from dv_assets.mirror.iceberg import metrics as iceberg_metrics
 from dv_assets.mirror.iceberg import schema as iceberg_schema
 from dv_assets.mirror.iceberg.content_files import PUFFIN, DataFile, DeleteFile
 from dv_assets.mirror.iceberg.java import (
     DELTA_TABLE_ID_PROPERTY,
     DELTA_TABLE_PROPERTY,
+    GC_ENABLED_PROPERTY,
     NAME_MAPPING_PROPERTY,
     CommitRequest,
     IcebergJava,
     MirrorTable,
     NewTable,
+    Snapshot,
 )
 from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.position_deletes import write_position_delete_file
@@ -44,6 +47,18 @@ from dv_assets.mirror.plan import MirrorPlan, plan_version
 
 DEFAULT_FORMAT_VERSION = 3
 DELTA_PARTITION_COLUMNS_PROPERTY = "dvmirror.delta-partition-columns"
+DELTA_TIMESTAMP_SUMMARY = "dvmirror.delta-timestamp"
+# Properties every mirror table carries (older mirrors get them with their next commit):
+SAFETY_PROPERTIES = {
+    # No Iceberg procedure (expire_snapshots, remove_orphan_files) and no DROP TABLE ... PURGE may
+    # delete the table's data files: they are Delta's. The mirror's own cleanup works around it.
+    GC_ENABLED_PROPERTY: "false",
+    # Every version rewrites metadata.json; keep a bounded history instead of all of them.
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+    # The mirror re-plans from the log after a conflict; Iceberg must not re-apply a stale plan.
+    "commit.retry.num-retries": "0",
+}
 
 
 @dataclass
@@ -107,27 +122,31 @@ def sync_table(
 
     table = iceberg.load(table_name)
     deletes: dict[str, DeleteFile] = {}
+    base_snapshot_id: int | None = None  # every commit goes on top of the snapshot it was planned on
+    pending_properties: dict[str, str] = {}
+    expected_table_id: str | None = None
     if table is None:
         last_mirrored = None
         start = delta.oldest_version()
         fmt = format_version or DEFAULT_FORMAT_VERSION
         current_schema: dict | None = None
+        _check_apart(iceberg.default_location(table_name), delta_root, table_name)
     else:
+        _check_mirrors(table, delta_root)
         fmt = table.format_version
         if format_version is not None and format_version != fmt:
             raise MirrorInputError(
                 f"the Iceberg table is format version {fmt}, not {format_version}", table=delta_root
             )
-        last_mirrored = table.last_mirrored_version
-        start = delta.oldest_version() if last_mirrored is None else last_mirrored + 1
+        base = table.mirrored_base
+        last_mirrored = None if base is None else base.delta_version
+        start = _first_version_to_mirror(delta, table, base, latest, target)
+        base_snapshot_id = table.current_snapshot_id
         if start <= target:
-            deletes = iceberg.delete_files_by_data_file(table_name)
+            deletes = iceberg.delete_files_by_data_file(table_name, base_snapshot_id)
         current_schema = table.schema
-        mirrored_from = table.properties.get(DELTA_TABLE_PROPERTY)
-        if mirrored_from is not None and mirrored_from != delta_root:
-            raise MirrorInputError(
-                f"Iceberg table {table_name} mirrors {mirrored_from}, not this table", table=delta_root
-            )
+        pending_properties = {k: v for k, v in SAFETY_PROPERTIES.items() if table.properties.get(k) != v}
+        expected_table_id = table.properties.get(DELTA_TABLE_ID_PROPERTY)
 
     result = SyncResult(delta_root, table_name, fmt, last_mirrored, latest)
     if start > target:
@@ -135,10 +154,20 @@ def sync_table(
 
     for change in delta.changes(start, target):
         began = time.monotonic()
+        if expected_table_id is not None and change.metadata.id != expected_table_id:
+            raise MirrorInputError(
+                f"the Delta table's id is {change.metadata.id}, the mirror's is {expected_table_id}: the "
+                "folder now holds another Delta table; mirror it into a new Iceberg table",
+                table=delta_root,
+                version=change.version,
+            )
         plan = plan_version(change)
         location = iceberg.default_location(table_name) if table is None else table.location
         layout = MirrorLayout(location)
         written: list[DeleteFile] = []
+        # Once a commit may have landed, nothing it references may be deleted; leftovers of a commit
+        # that did not land are orphans for the cleanup job.
+        commit_attempted = False
         try:
             new_table = None
             if table is None:
@@ -152,17 +181,29 @@ def sync_table(
             check_data_files_present(plan.add_data_files, io)
             written = _write_deletes(delta_root, plan, change, fmt, layout, current_schema, io, written)
             request = _commit_request(change, plan, deletes, written, current_schema, delta_root, io)
+            request = dataclasses.replace(
+                request, base_snapshot_id=base_snapshot_id, properties=pending_properties
+            )
             if new_table is not None:
                 # Created only once its first version is known to be mirrorable.
                 table = iceberg.create(table_name, new_table, location)
+                expected_table_id = change.metadata.id
+            commit_attempted = True
             outcome = iceberg.commit(table_name, request)
             current_schema = outcome.schema
         except MirrorInputError as err:
-            io.delete_quietly(f.path for f in written if layout.is_owned(f.path))
+            if not commit_attempted:
+                io.delete_quietly(f.path for f in written if layout.is_owned(f.path))
             raise err.at(table=delta_root, version=change.version) from None
-        except BaseException:
-            io.delete_quietly(f.path for f in written if layout.is_owned(f.path))
+        except MirrorConflictError:
+            io.delete_quietly(f.path for f in written if layout.is_owned(f.path))  # known not to be committed
             raise
+        except BaseException:
+            if not commit_attempted:
+                io.delete_quietly(f.path for f in written if layout.is_owned(f.path))
+            raise
+        base_snapshot_id = outcome.snapshot_id
+        pending_properties = {}
         for data_file in plan.drop_deletes_of:
             deletes.pop(data_file, None)
         for delete_file in written:
@@ -186,6 +227,76 @@ def sync_table(
     return result
 
 
+# -- the mirror's identity ----------------------------------------------------------------------------
+
+
+def _local(location: str) -> str:
+    return location.removeprefix("file://").removeprefix("file:").rstrip("/")
+
+
+def _check_apart(table_location: str, delta_root: str, table_name: str) -> None:
+    """The Iceberg table's folder and the Delta table's must not contain one another: the mirror writes
+    and deletes files in its own folder only."""
+    mirror, delta = _local(table_location), _local(delta_root)
+    if mirror == delta or mirror.startswith(delta + "/") or delta.startswith(mirror + "/"):
+        raise MirrorInputError(
+            f"the Iceberg table {table_name} would live at {table_location}, which overlaps the Delta table; "
+            "use a warehouse outside the Delta table's folder",
+            table=delta_root,
+        )
+
+
+def _check_mirrors(table: MirrorTable, delta_root: str) -> None:
+    """An existing Iceberg table is written only when it is dv-mirror's mirror of this Delta table."""
+    mirrored_from = table.properties.get(DELTA_TABLE_PROPERTY)
+    if mirrored_from is None:
+        raise MirrorInputError(
+            f"Iceberg table {table.name} exists and is not a dv-mirror mirror (no {DELTA_TABLE_PROPERTY} "
+            "property); refusing to write to it: choose another table name",
+            table=delta_root,
+        )
+    if mirrored_from != delta_root:
+        raise MirrorInputError(
+            f"Iceberg table {table.name} mirrors {mirrored_from}, not this table", table=delta_root
+        )
+    _check_apart(table.location, delta_root, table.name)
+
+
+def _first_version_to_mirror(
+    delta: DeltaTable, table: MirrorTable, base: Snapshot | None, latest: int, target: int
+) -> int:
+    """The next Delta version to mirror, after checking that the log still continues the mirror."""
+    oldest = delta.oldest_version()
+    if base is None or base.delta_version is None:
+        return oldest
+    last = base.delta_version
+    if last > latest:
+        raise MirrorInputError(
+            f"the mirror {table.name} is at Delta version {last}, but the Delta table's latest version is "
+            f"{latest}: the folder no longer holds the table that was mirrored",
+            table=delta.table_root,
+        )
+    mirrored_at = base.summary.get(DELTA_TIMESTAMP_SUMMARY) or None
+    commit_info = delta.commit_info(last)
+    logged_at = None if commit_info is None else str(commit_info.get("timestamp", "")) or None
+    if mirrored_at is not None and logged_at is not None and mirrored_at != logged_at:
+        raise MirrorInputError(
+            f"Delta version {last} was committed at {logged_at}, but the mirror's version {last} at "
+            f"{mirrored_at}: the folder now holds another Delta table",
+            table=delta.table_root,
+            version=last,
+        )
+    if last < target and last < oldest:
+        raise MirrorInputError(
+            f"the mirror {table.name} is at Delta version {last}, but the Delta log no longer holds the "
+            f"commits after it (the oldest version it can reconstruct is {oldest}: log retention removed "
+            "the others); the mirror cannot follow exactly: mirror the table into a new Iceberg table",
+            table=delta.table_root,
+            version=last + 1,
+        )
+    return last + 1
+
+
 # -- Delta version → Iceberg content ------------------------------------------------------------------
 
 
@@ -200,8 +311,7 @@ def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
             DELTA_TABLE_PROPERTY: delta_root,
             DELTA_TABLE_ID_PROPERTY: metadata.id,
             DELTA_PARTITION_COLUMNS_PROPERTY: json.dumps(list(metadata.partition_columns)),
-            # The mirror re-plans from the log after a conflict; Iceberg must not re-apply a stale plan.
-            "commit.retry.num-retries": "0",
+            **SAFETY_PROPERTIES,
             **iceberg_metrics.MIRROR_TABLE_PROPERTIES,
             NAME_MAPPING_PROPERTY: json.dumps(iceberg_schema.name_mapping(schema, metadata.schema, mode)),
         },
@@ -326,7 +436,7 @@ def _commit_request(
         delta_version=change.version,
         summary={
             "dvmirror.delta-operation": change.operation or "",
-            "dvmirror.delta-timestamp": str(change.commit_info.get("timestamp", "")),
+            DELTA_TIMESTAMP_SUMMARY: str(change.commit_info.get("timestamp", "")),
         },
         add_data_files=tuple(_data_file(f, metadata, new_schema or schema, io) for f in plan.add_data_files),
         remove_data_files=tuple(_data_file(f, metadata, schema, io) for f in plan.remove_data_files),

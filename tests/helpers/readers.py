@@ -17,11 +17,15 @@ os.environ.setdefault("PYICEBERG_DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE", "true")
 
 
 def snapshots_by_delta_version(catalog: CatalogLocation, table_name: str) -> dict[int, int]:
-    """Delta version → Iceberg snapshot id, from the snapshot summaries, as pyiceberg sees them."""
+    """Delta version → Iceberg snapshot id, from the snapshot summaries, as pyiceberg sees them
+    (snapshots other writers added, such as rewrite_manifests's, carry no Delta version)."""
     table = catalog.pyiceberg_catalog().load_table(table_name)
     found: dict[int, int] = {}
     for snapshot in table.snapshots():
-        version = int(snapshot.summary[DELTA_VERSION_PROPERTY])
+        value = None if snapshot.summary is None else snapshot.summary[DELTA_VERSION_PROPERTY]
+        if value is None:
+            continue
+        version = int(value)
         assert version not in found, f"two snapshots for Delta version {version}"
         found[version] = snapshot.snapshot_id
     return found

@@ -14,6 +14,7 @@ import dagster as dg
 
 from dv_assets.defs.delta.assets import partition_key, version_of
 from dv_assets.defs.sources import DeltaSource
+from dv_assets.mirror.errors import MirrorConflictError
 from dv_assets.mirror.iceberg.java import IcebergJava, Snapshot
 from dv_assets.mirror.sync import VersionResult, sync_table
 from resources.spark import IcebergSparkResource
@@ -102,18 +103,22 @@ def build_iceberg_mirror_asset(
                 allow_retries=False,
             )
         began = time.monotonic()
-        result = sync_table(
-            session,
-            source.delta_path,
-            table,
-            format_version=source.format_version,
-            until_version=version,
-            iceberg=iceberg,
-            on_version=lambda r: context.log.info(
-                f"mirrored Delta version {r.delta_version} ({r.operation}) as snapshot {r.snapshot_id}: "
-                f"{r.dvs_written} DVs, {r.bytes_written} bytes"
-            ),
-        )
+        try:
+            result = sync_table(
+                session,
+                source.delta_path,
+                table,
+                format_version=source.format_version,
+                until_version=version,
+                iceberg=iceberg,
+                on_version=lambda r: context.log.info(
+                    f"mirrored Delta version {r.delta_version} ({r.operation}) as snapshot {r.snapshot_id}: "
+                    f"{r.dvs_written} DVs, {r.bytes_written} bytes"
+                ),
+            )
+        except MirrorConflictError as err:
+            # Another run wrote the table meanwhile (runs of one table share the pool `source.pool`).
+            raise dg.Failure(description=err.one_line(), allow_retries=True) from None
         by_version = {r.delta_version: r for r in result.versions}
         if version not in by_version:
             raise dg.Failure(

@@ -149,6 +149,7 @@ def build_checks(
         name="row_count_matches",
         blocking=True,
         partitions_def=partitions_def,
+        pool=source.pool,
         description="Delta's live rows at version N (log and Delta read) equal the Iceberg snapshot's rows.",
     )
     def row_count_matches(
@@ -161,6 +162,7 @@ def build_checks(
         name="one_dv_per_data_file",
         blocking=True,
         partitions_def=partitions_def,
+        pool=source.pool,
         description="At most one DV per data file, each on a live data file, cardinalities equal Delta's.",
     )
     def one_dv_per_data_file(

@@ -109,6 +109,13 @@ class DeltaTable:
         """The oldest version the log can reconstruct, with every later commit still present."""
         return _oldest_version(self._log.list(), self.table_root)
 
+    def commit_info(self, version: int) -> dict | None:
+        """The commitInfo of a version's commit, or None when the log no longer holds that commit."""
+        listing = self._log.list()
+        if version not in listing.commits:
+            return None
+        return self._read_commit(listing, version).commit_info
+
     # --- state ----------------------------------------------------------------------------------
 
     def state(self, version: int) -> TableState:

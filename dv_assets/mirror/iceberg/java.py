@@ -18,8 +18,10 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
+from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
 from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
 from dv_assets.mirror.iceberg.snapshots import DELTA_VERSION_PROPERTY, delta_version_of
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
@@ -27,6 +29,32 @@ from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 DELTA_TABLE_PROPERTY = "dvmirror.delta-table"
 DELTA_TABLE_ID_PROPERTY = "dvmirror.delta-table-id"
 NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
+GC_ENABLED_PROPERTY = "gc.enabled"
+
+# Summary keys of a snapshot that changed the table's content (Iceberg's SnapshotSummary). A snapshot the
+# mirror did not write is tolerated only without any of them: metadata-only maintenance such as
+# rewrite_manifests.
+CONTENT_SUMMARY_KEYS = (
+    "added-data-files",
+    "deleted-data-files",
+    "added-delete-files",
+    "removed-delete-files",
+    "added-records",
+    "deleted-records",
+    "added-position-deletes",
+    "removed-position-deletes",
+    "added-equality-deletes",
+    "removed-equality-deletes",
+    "added-dvs",
+    "removed-dvs",
+)
+# Iceberg Java exceptions that mean "someone else committed first": the plan is stale, nothing landed.
+_CONFLICTS = (
+    "org.apache.iceberg.exceptions.CommitFailedException",
+    "org.apache.iceberg.exceptions.ValidationException",
+    "org.apache.iceberg.exceptions.AlreadyExistsException",
+)
+_UNKNOWN_OUTCOME = "org.apache.iceberg.exceptions.CommitStateUnknownException"
 
 
 @dataclass(frozen=True)
@@ -40,6 +68,10 @@ class Snapshot:
     def delta_version(self) -> int | None:
         """The Delta version this snapshot mirrors (None for a snapshot the mirror did not write)."""
         return delta_version_of(self.summary)
+
+    @property
+    def changed_content(self) -> bool:
+        return any(self.summary.get(key, "0") not in ("0", "") for key in CONTENT_SUMMARY_KEYS)
 
 
 @dataclass(frozen=True)
@@ -59,10 +91,32 @@ class MirrorTable:
         return next((s for s in self.snapshots if s.snapshot_id == self.current_snapshot_id), None)
 
     @property
+    def mirrored_base(self) -> Snapshot | None:
+        """The newest snapshot in the current lineage that the mirror wrote: what the table shows now.
+
+        Snapshots other writers added on top are tolerated when they changed no content (metadata-only
+        maintenance such as rewrite_manifests); one that did is refused, never mirrored over.
+        """
+        by_id = {s.snapshot_id: s for s in self.snapshots}
+        snapshot = self.current_snapshot
+        while snapshot is not None:
+            if snapshot.delta_version is not None:
+                return snapshot
+            if snapshot.changed_content:
+                raise MirrorInputError(
+                    f"Iceberg table {self.name}: snapshot {snapshot.snapshot_id} "
+                    f"({snapshot.summary.get('operation', 'unknown operation')}) changed the table's "
+                    "content outside dv-mirror; the mirror cannot be sure it is exact and refuses to "
+                    "continue (roll it back to the last dv-mirror snapshot, or mirror into a new table)"
+                )
+            snapshot = None if snapshot.parent_id is None else by_id.get(snapshot.parent_id)
+        return None
+
+    @property
     def last_mirrored_version(self) -> int | None:
-        """The Delta version of the current snapshot: what the mirror shows now."""
-        current = self.current_snapshot
-        return None if current is None else current.delta_version
+        """The Delta version the table shows now (see `mirrored_base`)."""
+        base = self.mirrored_base
+        return None if base is None else base.delta_version
 
     def mirror_snapshots(self) -> list[Snapshot]:
         """Snapshots that carry a Delta version, oldest first."""
@@ -90,6 +144,8 @@ class CommitRequest:
 
     delta_version: int
     summary: Mapping[str, str]
+    # The snapshot the plan was made against: the commit happens only while it is still current.
+    base_snapshot_id: int | None = None
     add_data_files: tuple[DataFile, ...] = ()
     remove_data_files: tuple[DataFile, ...] = ()
     add_delete_files: tuple[DeleteFile, ...] = ()
@@ -98,6 +154,8 @@ class CommitRequest:
     # name mapping that goes with it.
     schema_json: dict[str, Any] | None = None
     name_mapping: list[dict[str, Any]] | None = None
+    # Table properties set in the same transaction (e.g. safety properties missing on older mirrors).
+    properties: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -178,10 +236,13 @@ class IcebergJava:
         warehouse = self._spark.conf.get(f"spark.sql.catalog.{ICEBERG_CATALOG_NAME}.warehouse").rstrip("/")
         return "/".join([warehouse, *table_name.split(".")])
 
-    def delete_files_by_data_file(self, table_name: str) -> dict[str, DeleteFile]:
-        """The current snapshot's delete files, keyed by the data file each one references."""
+    def delete_files_by_data_file(
+        self, table_name: str, snapshot_id: int | None = None
+    ) -> dict[str, DeleteFile]:
+        """A snapshot's delete files (the current one's by default), keyed by the data file each one
+        references."""
         table = self._require(table_name)
-        snapshot = table.currentSnapshot()
+        snapshot = table.currentSnapshot() if snapshot_id is None else table.snapshot(snapshot_id)
         if snapshot is None:
             return {}
         found: dict[str, DeleteFile] = {}
@@ -260,27 +321,80 @@ class IcebergJava:
         metadata_file = f"{location}/metadata/00000-{self._jvm.java.util.UUID.randomUUID()}.metadata.json"
         iceberg.TableMetadataParser.write(metadata, io.newOutputFile(metadata_file))
         ident = self._identifier(table_name)
-        if not self._catalog.namespaceExists(ident.namespace()):
-            self._catalog.createNamespace(ident.namespace())
-        return self._mirror_table(table_name, self._catalog.registerTable(ident, metadata_file))
+        try:
+            if not self._catalog.namespaceExists(ident.namespace()):
+                self._catalog.createNamespace(ident.namespace())
+            registered = self._catalog.registerTable(ident, metadata_file)
+        except Py4JJavaError as err:
+            if _java_exception(err) in _CONFLICTS:
+                raise MirrorConflictError(
+                    "another sync created the table at the same time; rerun", table=table_name
+                ) from None
+            raise
+        return self._mirror_table(table_name, registered)
 
     def commit(self, table_name: str, request: CommitRequest) -> CommitOutcome:
-        """Commit one Delta version as one snapshot, all or nothing."""
-        iceberg = self._iceberg
-        txn = self._require(table_name).newTransaction()
+        """Commit one Delta version as one snapshot, all or nothing, on top of `base_snapshot_id` only.
 
+        A stale plan (another writer committed first) raises MirrorConflictError and commits nothing.
+        An unknown outcome (the catalog did not answer) is resolved by reading the table back.
+        """
+        txn = self._require(table_name).newTransaction()
+        current = txn.table().currentSnapshot()
+        current_id = None if current is None else int(current.snapshotId())
+        if current_id != request.base_snapshot_id:
+            raise MirrorConflictError(
+                f"the table changed since this sync planned Delta version {request.delta_version} "
+                f"(snapshot {current_id}, planned on {request.base_snapshot_id}): another sync committed; "
+                "rerun",
+                table=table_name,
+                version=request.delta_version,
+            )
+        try:
+            self._stage(txn, request)
+            txn.commitTransaction()
+        except Py4JJavaError as err:
+            name = _java_exception(err)
+            if name in _CONFLICTS:
+                raise MirrorConflictError(
+                    f"another writer committed while Delta version {request.delta_version} was being "
+                    f"committed ({name.rsplit('.', 1)[-1]}); nothing of this sync was committed; rerun",
+                    table=table_name,
+                    version=request.delta_version,
+                ) from None
+            if name != _UNKNOWN_OUTCOME:
+                raise
+            return self._resolve_unknown_outcome(table_name, request, err)
+        table = txn.table()
+        return CommitOutcome(
+            snapshot_id=int(table.currentSnapshot().snapshotId()),
+            schema=json.loads(self._iceberg.SchemaParser.toJson(table.schema())),
+        )
+
+    def _stage(self, txn, request: CommitRequest) -> None:
+        """Every change of the request, inside the transaction (nothing is visible before it commits)."""
         if request.schema_json is not None:
             self._set_schema(txn, request.schema_json)
+        properties = dict(request.properties)
         if request.name_mapping is not None:
-            txn.updateProperties().set(NAME_MAPPING_PROPERTY, json.dumps(request.name_mapping)).commit()
+            properties[NAME_MAPPING_PROPERTY] = json.dumps(request.name_mapping)
+        if properties:
+            update = txn.updateProperties()
+            for key, value in properties.items():
+                update = update.set(key, value)
+            update.commit()
 
         spec = txn.table().spec()
         row_delta = txn.newRowDelta()
-        current = txn.table().currentSnapshot()
-        if current is not None:
-            # Only DVs added after the state we planned against are conflicts; a file that had a DV
-            # earlier in history (then removed, e.g. before a RESTORE) may get one again.
-            row_delta = row_delta.validateFromSnapshot(current.snapshotId())
+        if request.base_snapshot_id is not None:
+            # Conflicting deletes and removed files are checked against the snapshot the plan was made
+            # on; a file that had a DV earlier in history (then removed, e.g. before a RESTORE) may get
+            # one again.
+            row_delta = (
+                row_delta.validateFromSnapshot(request.base_snapshot_id)
+                .validateDeletedFiles()
+                .validateNoConflictingDeleteFiles()
+            )
         for delete_file in request.remove_delete_files:
             row_delta = row_delta.removeDeletes(self._content_file(delete_file, spec))
         for data_file in request.remove_data_files:
@@ -293,17 +407,29 @@ class IcebergJava:
         for key, value in request.summary.items():
             row_delta = row_delta.set(key, value)
         row_delta.commit()
-        txn.commitTransaction()
-        table = txn.table()
         if request.schema_json is not None:
-            planned = iceberg.SchemaParser.fromJson(json.dumps(request.schema_json))
-            if not table.schema().sameSchema(planned):
-                raise RuntimeError(
-                    f"{table_name}: the committed schema is not the planned one (concurrent change?)"
-                )
-        return CommitOutcome(
-            snapshot_id=int(table.currentSnapshot().snapshotId()),
-            schema=json.loads(iceberg.SchemaParser.toJson(table.schema())),
+            planned = self._iceberg.SchemaParser.fromJson(json.dumps(request.schema_json))
+            if not txn.table().schema().sameSchema(planned):
+                raise RuntimeError(f"the staged schema is not the planned one for {request.delta_version}")
+
+    def _resolve_unknown_outcome(
+        self, table_name: str, request: CommitRequest, err: Py4JJavaError
+    ) -> CommitOutcome:
+        """The catalog may or may not have taken the commit: the table, read back, says which."""
+        table = self.load(table_name)
+        current = None if table is None else table.current_snapshot
+        if (
+            table is not None
+            and current is not None
+            and current.delta_version == request.delta_version
+            and current.parent_id == request.base_snapshot_id
+        ):
+            return CommitOutcome(snapshot_id=current.snapshot_id, schema=table.schema)
+        raise MirrorConflictError(
+            f"the commit of Delta version {request.delta_version} did not land (its outcome was unknown: "
+            f"{str(err.java_exception)[:200]}); rerun",
+            table=table_name,
+            version=request.delta_version,
         )
 
     def _set_schema(self, txn, schema_json: dict[str, Any]) -> None:
@@ -327,22 +453,42 @@ class IcebergJava:
     ) -> list[int]:
         """Expire snapshots older than `older_than_ms` beyond the newest `retain_last`; the expired ids.
 
-        Iceberg's own file cleanup stays off: the table's data files are Delta's. What the expired
-        snapshots alone referenced is reclaimed by `iceberg.maintenance`, the mirror's own files only.
+        Mirror tables carry `gc.enabled=false`, so that no Iceberg procedure and no `DROP ... PURGE`
+        deletes their data files, which are Delta's. Iceberg's own expiry refuses such a table; here
+        GC is switched on and off again inside one transaction around an expiry whose file cleanup is
+        off, so the committed table never has GC on. What the expired snapshots alone referenced is
+        reclaimed by `iceberg.maintenance`, the mirror's own files only.
         """
+        txn = self._require(table_name).newTransaction()
+        txn.updateProperties().set(GC_ENABLED_PROPERTY, "true").commit()
         expire = (
-            self._require(table_name)
-            .expireSnapshots()
+            txn.expireSnapshots()
             .expireOlderThan(older_than_ms)
             .retainLast(retain_last)
             .cleanExpiredFiles(False)
         )
         expired = sorted(int(s.snapshotId()) for s in expire.apply())
-        if expired and not dry_run:
-            expire.commit()
+        if not expired or dry_run:
+            return expired
+        expire.commit()
+        txn.updateProperties().set(GC_ENABLED_PROPERTY, "false").commit()
+        txn.commitTransaction()
         return expired
 
     def unregister(self, table_name: str) -> bool:
         """Remove the table from the catalog without deleting any file (never a purge: the data files
         are Delta's). False when there was no such table."""
         return bool(self._catalog.dropTable(self._identifier(table_name), False))
+
+
+def _java_exception(err: Py4JJavaError) -> str:
+    """The class name of the Java exception behind a py4j error (or of its first Iceberg cause)."""
+    exception = err.java_exception
+    seen = 0
+    while exception is not None and seen < 10:
+        name = str(exception.getClass().getName())
+        if name.startswith("org.apache.iceberg.exceptions."):
+            return name
+        exception = exception.getCause()
+        seen += 1
+    return str(err.java_exception.getClass().getName())

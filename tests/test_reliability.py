@@ -1,0 +1,201 @@
+"""A mirror nothing can corrupt (issue 8): ordinary operations on either side end in exact rows or a clear
+refusal with the mirror at its last good version, and nothing deletes a file the mirror does not own.
+
+Each case runs the real engine on a copy of a fixture in the session's Spark (Delta Spark, Iceberg Java)
+and reads the mirror back with Iceberg Java and pyiceberg; faults go in through the Iceberg seam
+(`IcebergJava` subclasses), never through the production path. docs/RELIABILITY.md lists every scenario.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+from pyspark.sql import SparkSession
+
+from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
+from dv_assets.mirror.iceberg.java import CommitOutcome, CommitRequest, IcebergJava
+from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogLocation
+from dv_assets.mirror.sync import sync_table
+from tests.helpers.dagster import hash_tree
+from tests.helpers.paths import expected_rows
+from tests.helpers.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version
+from tests.helpers.rows import sorted_rows
+
+pytestmark = pytest.mark.spark
+
+SMALL = "table-with-dv-small"  # v0: 10 rows; v1: a DV deletes 2
+PARTITIONED = "dv-partitioned-with-checkpoint"  # 16 versions, a checkpoint at 10
+
+
+def _assert_exact(spark: SparkSession, catalog: CatalogLocation, name: str, fixture: str) -> None:
+    """Every mirrored version equals the fixture's expected rows, through Iceberg Java and pyiceberg."""
+    for version, snapshot_id in snapshots_by_delta_version(catalog, name).items():
+        expected = sorted_rows(expected_rows(fixture, version))
+        assert iceberg_java_rows(spark, name, snapshot_id) == expected, (name, version)
+        assert pyiceberg_rows(catalog, name, snapshot_id) == expected, (name, version)
+
+
+def _current(spark: SparkSession, name: str) -> int | None:
+    table = IcebergJava(spark).load(name)
+    assert table is not None
+    return table.current_snapshot_id
+
+
+# --- ownership: Iceberg's own file deletion never reaches Delta's files ------------------------------
+
+
+def test_drop_table_purge_deletes_no_delta_file(spark, catalog, copy_fixture) -> None:
+    root = copy_fixture(SMALL)
+    sync_table(spark, root, "rel.purge")
+    delta_before = hash_tree(root)
+    with pytest.raises(Exception, match="GC is disabled"):
+        spark.sql(f"DROP TABLE {ICEBERG_CATALOG_NAME}.rel.purge PURGE")
+    assert hash_tree(root) == delta_before
+    _assert_exact(spark, catalog, "rel.purge", SMALL)
+    # A plain DROP (no purge) only unregisters the table; the Delta table stays whole.
+    spark.sql(f"DROP TABLE {ICEBERG_CATALOG_NAME}.rel.purge")
+    assert hash_tree(root) == delta_before
+
+
+@pytest.mark.parametrize("procedure", ["expire_snapshots", "remove_orphan_files"])
+def test_icebergs_file_deleting_procedures_are_refused(spark, catalog, copy_fixture, procedure) -> None:
+    root = copy_fixture(SMALL)
+    sync_table(spark, root, f"rel.{procedure}")
+    delta_before = hash_tree(root)
+    with pytest.raises(Exception, match="GC is disabled"):
+        spark.sql(f"CALL {ICEBERG_CATALOG_NAME}.system.{procedure}(table => 'rel.{procedure}')").collect()
+    assert hash_tree(root) == delta_before
+    _assert_exact(spark, catalog, f"rel.{procedure}", SMALL)
+
+
+def test_warehouse_inside_the_delta_table_is_refused(spark, copy_fixture, tmp_path: Path) -> None:
+    class InsideDelta(IcebergJava):
+        def default_location(self, table_name: str) -> str:
+            return f"{root}/iceberg/{table_name.replace('.', '/')}"
+
+    root = copy_fixture(SMALL)
+    with pytest.raises(MirrorInputError, match="overlaps the Delta table"):
+        sync_table(spark, root, "rel.inside", iceberg=InsideDelta(spark))
+    assert not IcebergJava(spark).exists("rel.inside")
+
+
+# --- identity ---------------------------------------------------------------------------------------
+
+
+def test_an_existing_non_mirror_table_is_not_written(spark, copy_fixture) -> None:
+    spark.sql(f"CREATE TABLE {ICEBERG_CATALOG_NAME}.rel.foreign (own STRING) USING iceberg")
+    spark.sql(f"INSERT INTO {ICEBERG_CATALOG_NAME}.rel.foreign VALUES ('mine')")
+    with pytest.raises(MirrorInputError, match="not a dv-mirror mirror"):
+        sync_table(spark, copy_fixture(SMALL), "rel.foreign")
+    rows = spark.table(f"{ICEBERG_CATALOG_NAME}.rel.foreign").collect()
+    assert [r.asDict() for r in rows] == [{"own": "mine"}]
+
+
+def test_another_delta_table_in_the_same_folder_is_refused(spark, catalog, copy_fixture) -> None:
+    root = copy_fixture(SMALL)
+    sync_table(spark, root, "rel.replaced")
+    before = _current(spark, "rel.replaced")
+    other = copy_fixture(PARTITIONED)  # more versions, another table id and other commits
+    shutil.rmtree(root)
+    shutil.copytree(other, root)
+    with pytest.raises(MirrorInputError, match="another Delta table"):
+        sync_table(spark, root, "rel.replaced")
+    assert _current(spark, "rel.replaced") == before
+
+
+def test_a_delta_table_behind_its_mirror_is_refused(spark, copy_fixture) -> None:
+    root = copy_fixture(SMALL)
+    sync_table(spark, root, "rel.behind")
+    (root / "_delta_log" / "00000000000000000001.json").unlink()
+    with pytest.raises(MirrorInputError, match="latest version is 0"):
+        sync_table(spark, root, "rel.behind")
+
+
+# --- the last mirrored version comes from the lineage ----------------------------------------------------
+
+
+def test_rewrite_manifests_is_tolerated(spark, catalog, copy_fixture) -> None:
+    root = copy_fixture(PARTITIONED)
+    sync_table(spark, root, "rel.manifests", until_version=9)
+    spark.sql(f"CALL {ICEBERG_CATALOG_NAME}.system.rewrite_manifests('rel.manifests')").collect()
+    result = sync_table(spark, root, "rel.manifests")
+    assert result.previously_mirrored == 9
+    assert result.mirrored_versions == list(range(10, 16))
+    _assert_exact(spark, catalog, "rel.manifests", PARTITIONED)
+
+
+def test_a_foreign_content_change_is_refused_not_mirrored_over(spark, copy_fixture) -> None:
+    root = copy_fixture(PARTITIONED)
+    sync_table(spark, root, "rel.tampered", until_version=9)
+    spark.sql(f"DELETE FROM {ICEBERG_CATALOG_NAME}.rel.tampered WHERE col1 = 1")
+    tampered = _current(spark, "rel.tampered")
+    with pytest.raises(MirrorInputError, match="changed the table's content outside dv-mirror"):
+        sync_table(spark, root, "rel.tampered")
+    assert _current(spark, "rel.tampered") == tampered
+
+
+# --- Delta log cleanup -----------------------------------------------------------------------------------
+
+
+def test_commits_removed_by_log_cleanup_are_refused_not_guessed(spark, catalog, copy_fixture) -> None:
+    root = copy_fixture(PARTITIONED)
+    sync_table(spark, root, "rel.lagging", until_version=9)
+    before = _current(spark, "rel.lagging")
+    for version in range(10):  # what Delta's log retention does; the checkpoint at 10 stays
+        (root / "_delta_log" / f"{version:020d}.json").unlink()
+    with pytest.raises(MirrorInputError, match="no longer holds the commits after it") as refused:
+        sync_table(spark, root, "rel.lagging")
+    assert refused.value.version == 10
+    assert _current(spark, "rel.lagging") == before
+    _assert_exact(spark, catalog, "rel.lagging", PARTITIONED)
+
+
+# --- commits: races and interrupts ------------------------------------------------------------------------
+
+
+class RaceBeforeCommit(IcebergJava):
+    """Just before this sync commits a version, another sync of the same table commits it first."""
+
+    def __init__(self, spark: SparkSession, root: Path) -> None:
+        super().__init__(spark)
+        self.root = root
+        self.raced = False
+
+    def commit(self, table_name: str, request: CommitRequest) -> CommitOutcome:
+        if not self.raced:
+            self.raced = True
+            sync_table(self._spark, self.root, table_name, until_version=request.delta_version)
+        return super().commit(table_name, request)
+
+
+def test_a_lost_race_commits_nothing_and_the_rerun_converges(spark, catalog, copy_fixture) -> None:
+    root = copy_fixture(PARTITIONED)
+    sync_table(spark, root, "rel.race", until_version=3)
+    with pytest.raises(MirrorConflictError, match="another sync committed; rerun") as lost:
+        sync_table(spark, root, "rel.race", iceberg=RaceBeforeCommit(spark, root))
+    assert lost.value.version == 4
+    assert sorted(snapshots_by_delta_version(catalog, "rel.race")) == [0, 1, 2, 3, 4]
+    assert sync_table(spark, root, "rel.race").mirrored_versions == list(range(5, 16))
+    _assert_exact(spark, catalog, "rel.race", PARTITIONED)
+
+
+class InterruptAfterCommit(IcebergJava):
+    """The commit lands, then the process is interrupted (Ctrl-C, a Dagster run terminated)."""
+
+    def commit(self, table_name: str, request: CommitRequest) -> CommitOutcome:
+        super().commit(table_name, request)
+        raise KeyboardInterrupt
+
+
+@pytest.mark.parametrize("format_version", [3, 2])
+def test_an_interrupt_after_the_commit_keeps_its_delete_files(spark, catalog, copy_fixture, format_version):
+    root = copy_fixture(SMALL)
+    name = f"rel.interrupted_v{format_version}"
+    sync_table(spark, root, name, format_version=format_version, until_version=0)
+    with pytest.raises(KeyboardInterrupt):
+        sync_table(spark, root, name, iceberg=InterruptAfterCommit(spark))
+    assert sorted(snapshots_by_delta_version(catalog, name)) == [0, 1]
+    _assert_exact(spark, catalog, name, SMALL)  # the committed delete file is there and read
+    assert sync_table(spark, root, name).mirrored_versions == []
