@@ -72,3 +72,19 @@ def test_compacted_deletes_sensor_requests_cleanup(spark, catalog, copy_fixture)
         assert request.run_config["ops"]["expire_and_clean"]["config"]["sources"] == [source.name]
         assert json.loads(result.cursor) == {source.name: 15}
         assert _evaluate(defs, "compacted_deletes_sensor", instance, result.cursor).run_requests == []
+
+
+@pytest.mark.spark
+def test_one_unreadable_source_does_not_stop_the_others_cleanup(spark, catalog, copy_fixture) -> None:
+    good = make_source(copy_fixture("dv-partitioned-with-checkpoint"))
+    broken_table = copy_fixture("table-with-dv-small")
+    broken = make_source(broken_table)
+    sync_table(spark, good.delta_path, good.iceberg_table)
+    sync_table(spark, broken_table, broken.iceberg_table)
+    for commit in (broken_table / "_delta_log").iterdir():
+        commit.write_text("not json\n")
+    defs = definitions([broken, good], catalog)
+    with dg.instance_for_test() as instance:
+        result = _evaluate(defs, "compacted_deletes_sensor", instance, None)
+    (request,) = result.run_requests
+    assert request.run_config["ops"]["expire_and_clean"]["config"]["sources"] == [good.name]

@@ -8,6 +8,7 @@ and reads the mirror back with Iceberg Java and pyiceberg; faults go in through 
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -199,3 +200,85 @@ def test_an_interrupt_after_the_commit_keeps_its_delete_files(spark, catalog, co
     assert sorted(snapshots_by_delta_version(catalog, name)) == [0, 1]
     _assert_exact(spark, catalog, name, SMALL)  # the committed delete file is there and read
     assert sync_table(spark, root, name).mirrored_versions == []
+
+
+# --- path policy: a hostile log reaches no file outside the table -----------------------------------------
+
+DATA_NAME = "part-00000-fae5310a-a37d-4e51-827b-c3d5516560ca-c000.snappy.parquet"
+DV_NAME = "deletion_vector_61d16c75-6994-46b7-a15b-8b538852e50e.bin"
+COMMIT_0 = "_delta_log/00000000000000000000.json"
+COMMIT_1 = "_delta_log/00000000000000000001.json"
+
+
+def _edit(root: Path, commit: str, old: str, new: str) -> None:
+    text = (root / commit).read_text()
+    assert old in text, (commit, old)
+    (root / commit).write_text(text.replace(old, new))
+
+
+def _p_dv(root: Path, location: str) -> None:
+    """Make commit 1's DV an absolute-path (`p`) DV at `location`."""
+    _edit(
+        root,
+        COMMIT_1,
+        '"storageType":"u","pathOrInlineDv":"vBn[lx{q8@P<9BNH/isA"',
+        f'"storageType":"p","pathOrInlineDv":"{location}"',
+    )
+
+
+def test_a_data_file_outside_the_table_is_refused(spark, copy_fixture, tmp_path: Path) -> None:
+    root = copy_fixture(SMALL)
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    shutil.copy2(root / DATA_NAME, victim / DATA_NAME)
+    for commit in (COMMIT_0, COMMIT_1):
+        _edit(root, commit, f'"path":"{DATA_NAME}"', f'"path":"../victim/{DATA_NAME}"')
+    with pytest.raises(MirrorInputError, match="outside the table root") as refused:
+        sync_table(spark, root, "rel.escape")
+    assert (refused.value.version, refused.value.file) == (0, str(victim / DATA_NAME))
+    assert not IcebergJava(spark).exists("rel.escape")
+
+
+def test_dvs_outside_the_table_are_refused_unless_their_root_is_allowed(
+    spark, catalog, copy_fixture, tmp_path: Path
+) -> None:
+    root = copy_fixture(SMALL)
+    elsewhere = tmp_path / "shallow-clone-source"
+    elsewhere.mkdir()
+    shutil.copy2(root / DV_NAME, elsewhere / DV_NAME)
+    _p_dv(root, (elsewhere / DV_NAME).as_uri())
+    with pytest.raises(MirrorInputError, match=r"deletion vector file .* outside the table root") as refused:
+        sync_table(spark, root, "rel.p_dv")
+    assert (refused.value.version, refused.value.file) == (1, str(root / DATA_NAME))
+    assert sorted(snapshots_by_delta_version(catalog, "rel.p_dv")) == [0]
+    # With the folder allowed, the same log is mirrored exactly.
+    assert sync_table(spark, root, "rel.p_dv", allowed_roots=[str(elsewhere)]).mirrored_versions == [1]
+    _assert_exact(spark, catalog, "rel.p_dv", SMALL)
+
+
+def test_a_relative_dv_whose_prefix_climbs_out_is_refused(spark, copy_fixture) -> None:
+    root = copy_fixture(SMALL)
+    # A `u` DV's prefix is the text before the 20-character encoded UUID: "../" leaves the table.
+    _edit(
+        root,
+        COMMIT_1,
+        '"pathOrInlineDv":"vBn[lx{q8@P<9BNH/isA"',
+        '"pathOrInlineDv":"../vBn[lx{q8@P<9BNH/isA"',
+    )
+    with pytest.raises(MirrorInputError, match="outside the table root"):
+        sync_table(spark, root, "rel.u_prefix")
+
+
+def test_a_dv_that_is_not_a_regular_file_is_refused_without_reading(spark, copy_fixture) -> None:
+    root = copy_fixture(SMALL)
+    (root / DV_NAME).unlink()
+    os.mkfifo(root / DV_NAME)  # opening it for reading would block forever
+    with pytest.raises(MirrorInputError, match="not a regular file"):
+        sync_table(spark, root, "rel.fifo")
+
+
+def test_a_file_uri_with_a_query_string_is_refused(spark, copy_fixture) -> None:
+    root = copy_fixture(SMALL)
+    _p_dv(root, f"{(root / DV_NAME).as_uri()}?endpoint_override=attacker.example")
+    with pytest.raises(MirrorInputError, match="query string"):
+        sync_table(spark, root, "rel.query")

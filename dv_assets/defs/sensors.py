@@ -99,30 +99,40 @@ def build_compacted_deletes_sensor(
         cursor = _cursor(context)
         run_requests: list[dg.RunRequest] = []
         for source in sources:
-            last = last_mirrored_version(catalog, source.iceberg_table)
-            if last is None:
+            try:
+                request = _cleanup_request(source, cursor, catalog, cleanup_job.name)
+            except (OSError, ValueError, MirrorInputError) as err:
+                # One unreadable source must not stop the others' cleanup.
+                context.log.warning(f"{source.name}: skipped: {err}")
                 continue
-            delta = DeltaTable(source.delta_path, enforce_protocol=False)
-            seen = cursor.get(source.name)
-            start = delta.oldest_version() if seen is None else max(seen + 1, delta.oldest_version())
-            if start > last:
-                continue
-            compacted = [c.version for c in delta.changes(start, last) if drops_dv_files(c)]
-            cursor[source.name] = last
-            if not compacted:
-                continue
-            context.log.info(f"{source.name}: versions {compacted} dropped DVs the mirror copied")
-            run_requests.append(
-                dg.RunRequest(
-                    run_key=f"cleanup:{source.name}:v{last}",
-                    job_name=cleanup_job.name,
-                    run_config=cleanup_run_config([source.name]),
-                    tags={
-                        **source.tags,
-                        "dvmirror/compacted-versions": ",".join(str(v) for v in compacted)[:200],
-                    },
-                )
-            )
+            if request is not None:
+                context.log.info(f"{source.name}: {request.tags['dvmirror/compacted-versions']} dropped DVs")
+                run_requests.append(request)
         return dg.SensorResult(run_requests=run_requests, cursor=json.dumps(cursor, sort_keys=True))
 
     return compacted_deletes_sensor
+
+
+def _cleanup_request(
+    source: DeltaSource, cursor: dict[str, int], catalog: CatalogLocation, job_name: str
+) -> dg.RunRequest | None:
+    """A cleanup run for the source when the versions mirrored since the cursor dropped DVs the mirror
+    copied (their delete files become garbage once the snapshots referencing them expire)."""
+    last = last_mirrored_version(catalog, source.iceberg_table)
+    if last is None:
+        return None
+    delta = DeltaTable(source.delta_path, enforce_protocol=False)
+    seen = cursor.get(source.name)
+    start = delta.oldest_version() if seen is None else max(seen + 1, delta.oldest_version())
+    if start > last:
+        return None
+    compacted = [c.version for c in delta.changes(start, last) if drops_dv_files(c)]
+    cursor[source.name] = last
+    if not compacted:
+        return None
+    return dg.RunRequest(
+        run_key=f"cleanup:{source.name}:v{last}",
+        job_name=job_name,
+        run_config=cleanup_run_config([source.name]),
+        tags={**source.tags, "dvmirror/compacted-versions": ",".join(str(v) for v in compacted)[:200]},
+    )

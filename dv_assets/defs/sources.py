@@ -13,6 +13,7 @@ sources:
     retention:
       retain_last: 5               # keep at least the newest N snapshots
       max_snapshot_age_hours: 168  # expire older snapshots (beyond retain_last); null: count only
+    allowed_roots: []              # folders outside delta_path the log may name (shallow clones)
 ```
 """
 
@@ -42,6 +43,8 @@ class DeltaSource(BaseModel):
     iceberg_table: str
     format_version: int = 3
     retention: Retention = Field(default_factory=Retention)
+    # Folders outside the Delta table whose files its log may name (shallow clones, `p` DVs).
+    allowed_roots: list[str] = Field(default_factory=list)
 
     @field_validator("name")
     @classmethod
@@ -118,10 +121,18 @@ def load_sources(path: str | Path | None = None) -> list[DeltaSource]:
     tables = [s.iceberg_table for s in parsed.sources]
     if len(set(tables)) != len(tables):
         raise ValueError(f"{path}: two sources mirror into the same Iceberg table")
-    out = []
-    for source in parsed.sources:
-        delta_path = source.delta_path
-        if "://" not in delta_path and not Path(delta_path).is_absolute():
-            delta_path = str((path.parent / delta_path).resolve())
-        out.append(source.model_copy(update={"delta_path": delta_path}))
-    return out
+
+    def beside_the_file(location: str) -> str:
+        if "://" in location or Path(location).is_absolute():
+            return location
+        return str((path.parent / location).resolve())
+
+    return [
+        source.model_copy(
+            update={
+                "delta_path": beside_the_file(source.delta_path),
+                "allowed_roots": [beside_the_file(r) for r in source.allowed_roots],
+            }
+        )
+        for source in parsed.sources
+    ]

@@ -1,7 +1,7 @@
 """`dvmirror`: mirror a Delta table with deletion vectors into Iceberg from the command line.
 
     dvmirror sync DELTA_TABLE_PATH --table NAMESPACE.NAME [--catalog-uri sqlite:///PATH/catalog.db]
-        [--warehouse PATH] [--format-version 3|2] [--until-version N] [--json]
+        [--warehouse PATH] [--format-version 3|2] [--until-version N] [--allow-root PATH ...] [--json]
 
 Defaults and environment variables: `dv_assets.mirror.settings`. Set DVMIRROR_DEBUG=1 to see the
 traceback of an internal error.
@@ -52,6 +52,14 @@ def _parser() -> argparse.ArgumentParser:
         help="3: Puffin deletion vectors (default for new tables); 2: Parquet position deletes",
     )
     sync.add_argument("--until-version", type=int, help="mirror up to this Delta version (default: latest)")
+    sync.add_argument(
+        "--allow-root",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="a folder outside the Delta table whose files its log may name (shallow clones, `p` DVs); "
+        "repeatable. Anything else outside the table root is refused",
+    )
     sync.add_argument("--json", action="store_true", help="print a machine-readable summary")
     return parser
 
@@ -107,6 +115,7 @@ def main(argv: list[str] | None = None) -> int:
             args.table,
             format_version=args.format_version,
             until_version=args.until_version,
+            allowed_roots=args.allow_root,
             on_version=progress,
         )
     except MirrorInputError as err:

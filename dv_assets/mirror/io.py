@@ -42,19 +42,30 @@ class FileIO:
         return pafs.FileSystem.from_uri(location)
 
     # -- reading ---------------------------------------------------------------------------------------
+    # Only regular files are opened (stat first): a FIFO or a device named by a hostile log would hang or
+    # stream forever.
+    def _regular_file(self, location: str) -> tuple[pafs.FileSystem, str]:
+        filesystem, path = self.resolve(location)
+        kind = filesystem.get_file_info(path).type
+        if kind == pafs.FileType.NotFound:
+            raise FileNotFoundError(f"{location} does not exist")
+        if kind != pafs.FileType.File:
+            raise OSError(f"{location} is not a regular file")
+        return filesystem, path
+
     def open_input(self, location: str) -> pa.NativeFile:
         """A random-access handle (`size()`, `read_at()`); the caller closes it."""
-        filesystem, path = self.resolve(location)
+        filesystem, path = self._regular_file(location)
         return filesystem.open_input_file(path)
 
     def read(self, location: str) -> bytes:
-        filesystem, path = self.resolve(location)
+        filesystem, path = self._regular_file(location)
         with filesystem.open_input_stream(path) as stream:
             return stream.read()
 
     def read_parquet(self, location: str, columns: Iterable[str] | None = None) -> pa.Table:
         """The named columns (those the file has; all when None) of a Parquet file."""
-        filesystem, path = self.resolve(location)
+        filesystem, path = self._regular_file(location)
         if columns is not None:
             present = set(pq.read_schema(path, filesystem=filesystem).names)
             columns = [c for c in columns if c in present]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -21,10 +21,15 @@ from pyspark.sql import SparkSession
 from dv_assets.mirror.delta.actions import AddFile, Metadata
 from dv_assets.mirror.delta.column_mapping import check_field_ids_readable
 from dv_assets.mirror.delta.data_files import check_data_files_present, record_count
-from dv_assets.mirror.delta.paths import table_root_of
+from dv_assets.mirror.delta.paths import PathPolicy, table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable, VersionChange
-from dv_assets.mirror.dv.reader import DVTask, convert_dv_batch
-from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError, UnsupportedFeatureError
+from dv_assets.mirror.dv.reader import DVTask, convert_dv_batch, resolve_dv_location
+from dv_assets.mirror.errors import (
+    InvalidDeletionVectorError,
+    MirrorConflictError,
+    MirrorInputError,
+    UnsupportedFeatureError,
+)
 from dv_assets.mirror.iceberg import metrics as iceberg_metrics
 from dv_assets.mirror.iceberg import schema as iceberg_schema
 from dv_assets.mirror.iceberg.content_files import PUFFIN, DataFile, DeleteFile
@@ -39,7 +44,7 @@ from dv_assets.mirror.iceberg.java import (
     NewTable,
     Snapshot,
 )
-from dv_assets.mirror.iceberg.layout import MirrorLayout
+from dv_assets.mirror.iceberg.layout import MirrorLayout, comparable
 from dv_assets.mirror.iceberg.position_deletes import write_position_delete_file
 from dv_assets.mirror.iceberg.puffin import build_puffin
 from dv_assets.mirror.io import FileIO
@@ -48,6 +53,9 @@ from dv_assets.mirror.plan import MirrorPlan, plan_version
 DEFAULT_FORMAT_VERSION = 3
 DELTA_PARTITION_COLUMNS_PROPERTY = "dvmirror.delta-partition-columns"
 DELTA_TIMESTAMP_SUMMARY = "dvmirror.delta-timestamp"
+# A v2 mirror writes one row per deleted position: a DV claiming more than this many is checked against
+# the data file's own row count (its Parquet footer), not only against stats that may over-state it.
+LARGE_DV_POSITIONS = 1 << 20
 # Properties every mirror table carries (older mirrors get them with their next commit):
 SAFETY_PROPERTIES = {
     # No Iceberg procedure (expire_snapshots, remove_orphan_files) and no DROP TABLE ... PURGE may
@@ -105,17 +113,20 @@ def sync_table(
     format_version: int | None = None,
     until_version: int | None = None,
     on_version: Callable[[VersionResult], None] | None = None,
+    allowed_roots: Sequence[str] = (),
     iceberg: IcebergJava | None = None,
     io: FileIO | None = None,
 ) -> SyncResult:
     """Mirror Delta versions (last mirrored, min(until_version, latest)] into Iceberg `table_name`.
 
+    Files the log names must be inside the Delta table's root or one of `allowed_roots`.
     `iceberg` and `io` are the seams to Iceberg Java and to storage (defaults: the session's catalog
     and `FileIO()`); tests pass their own to inject faults.
     """
     io = io or FileIO()
     iceberg = iceberg or IcebergJava(spark)
     delta_root = table_root_of(delta_path)
+    paths = PathPolicy.of(delta_root, allowed_roots)
     delta = DeltaTable(delta_root, io=io)
     latest = delta.latest_version()
     target = latest if until_version is None else min(until_version, latest)
@@ -178,8 +189,12 @@ def sync_table(
             if new_table is not None or change.metadata_changed:
                 check_field_ids_readable(change.metadata.schema, change.metadata.column_mapping_mode)
             assert current_schema is not None
+            for add in plan.add_data_files:
+                paths.check(add.location, what="data file")
             check_data_files_present(plan.add_data_files, io)
-            written = _write_deletes(delta_root, plan, change, fmt, layout, current_schema, io, written)
+            written = _write_deletes(
+                delta_root, plan, change, fmt, layout, current_schema, io, paths, written
+            )
             request = _commit_request(change, plan, deletes, written, current_schema, delta_root, io)
             request = dataclasses.replace(
                 request, base_snapshot_id=base_snapshot_id, properties=pending_properties
@@ -230,14 +245,10 @@ def sync_table(
 # -- the mirror's identity ----------------------------------------------------------------------------
 
 
-def _local(location: str) -> str:
-    return location.removeprefix("file://").removeprefix("file:").rstrip("/")
-
-
 def _check_apart(table_location: str, delta_root: str, table_name: str) -> None:
     """The Iceberg table's folder and the Delta table's must not contain one another: the mirror writes
     and deletes files in its own folder only."""
-    mirror, delta = _local(table_location), _local(delta_root)
+    mirror, delta = comparable(table_location).rstrip("/"), comparable(delta_root).rstrip("/")
     if mirror == delta or mirror.startswith(delta + "/") or delta.startswith(mirror + "/"):
         raise MirrorInputError(
             f"the Iceberg table {table_name} would live at {table_location}, which overlaps the Delta table; "
@@ -345,6 +356,7 @@ def _write_deletes(
     layout: MirrorLayout,
     schema: dict,
     io: FileIO,
+    paths: PathPolicy,
     written: list[DeleteFile],
 ) -> list[DeleteFile]:
     """Convert the version's new DVs and write them as Puffin (v3) or position deletes (v2).
@@ -355,10 +367,17 @@ def _write_deletes(
     if not plan.write_dvs:
         return written
     tasks = [
-        DVTask.of(delta_root, add.deletion_vector, data_file=add.location, num_records=record_count(add, io))
+        DVTask.of(delta_root, add.deletion_vector, data_file=add.location, num_records=_rows(add, fmt, io))
         for add in plan.write_dvs
         if add.deletion_vector is not None
     ]
+    for task in tasks:
+        location = resolve_dv_location(task.table_root, task.storage_type, task.path_or_inline_dv)
+        if location is not None:
+            try:
+                paths.check(location, what="deletion vector file")
+            except MirrorInputError as err:
+                raise InvalidDeletionVectorError(err.reason, file=task.data_file) from None
     blobs = convert_dv_batch(tasks, io)
     partitions = {add.location: _partition(add, change.metadata, schema) for add in plan.write_dvs}
     if fmt >= 3:
@@ -398,6 +417,21 @@ def _write_deletes(
     return written
 
 
+def _rows(add: AddFile, fmt: int, io: FileIO) -> int:
+    """The data file's row count, the bound every DV position is checked against."""
+    rows = record_count(add, io)
+    dv = add.deletion_vector
+    if fmt < 3 and dv is not None and dv.cardinality > LARGE_DV_POSITIONS:
+        in_file = io.parquet_row_count(add.location)
+        if in_file != rows:
+            raise InvalidDeletionVectorError(
+                f"the data file has {in_file} rows but its stats say {rows}; its DV of {dv.cardinality} "
+                "positions cannot be checked",
+                file=add.location,
+            )
+    return rows
+
+
 def _data_file(add: AddFile, metadata: Metadata, schema: dict, io: FileIO) -> DataFile:
     return DataFile(
         path=add.location,
@@ -405,6 +439,17 @@ def _data_file(add: AddFile, metadata: Metadata, schema: dict, io: FileIO) -> Da
         file_size_in_bytes=add.size,
         record_count=record_count(add, io),
         metrics=iceberg_metrics.from_delta_stats(add.stats, schema, metadata),
+    )
+
+
+def _removed_data_file(add: AddFile, metadata: Metadata, schema: dict) -> DataFile:
+    """A data file to remove: Iceberg matches it by path, so neither its rows nor its metrics are
+    needed (VACUUM may have deleted the file already)."""
+    return DataFile(
+        path=add.location,
+        partition=_partition(add, metadata, schema),
+        file_size_in_bytes=add.size,
+        record_count=add.num_records or 0,
     )
 
 
@@ -439,7 +484,7 @@ def _commit_request(
             DELTA_TIMESTAMP_SUMMARY: str(change.commit_info.get("timestamp", "")),
         },
         add_data_files=tuple(_data_file(f, metadata, new_schema or schema, io) for f in plan.add_data_files),
-        remove_data_files=tuple(_data_file(f, metadata, schema, io) for f in plan.remove_data_files),
+        remove_data_files=tuple(_removed_data_file(f, metadata, schema) for f in plan.remove_data_files),
         add_delete_files=tuple(added_deletes),
         # Every replaced delete goes explicitly, the DV of a removed data file too: Iceberg (v3) does not
         # always drop it itself, and a dangling DV comes back to life when RESTORE re-adds the file.

@@ -110,6 +110,7 @@ def build_iceberg_mirror_asset(
                 table,
                 format_version=source.format_version,
                 until_version=version,
+                allowed_roots=source.allowed_roots,
                 iceberg=iceberg,
                 on_version=lambda r: context.log.info(
                     f"mirrored Delta version {r.delta_version} ({r.operation}) as snapshot {r.snapshot_id}: "

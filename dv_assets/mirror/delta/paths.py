@@ -14,6 +14,8 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -62,8 +64,45 @@ def resolve_location(table_root: str, path: str) -> str:
 
 def _local_path_of_file_uri(uri: str, *, original: str, table_root: str | None = None) -> str:
     parts = urlsplit(uri)
+    if parts.query or parts.fragment:
+        raise MirrorInputError(
+            "file URI with a query string or fragment is not supported", table=table_root, file=original
+        )
     if parts.netloc not in ("", "localhost"):
         raise MirrorInputError(
             f"file URI with a remote host {parts.netloc!r} is not supported", table=table_root, file=original
         )
     return posixpath.normpath(unquote(parts.path))
+
+
+@dataclass(frozen=True)
+class PathPolicy:
+    """Where the files a Delta log names may be: inside the table root, or inside a root the user
+    allowed (shallow clones, `p` deletion vectors). Checked before any such file is opened, so a
+    hostile log can make the mirror neither read nor reference another table's files, nor reach a host
+    through URI parameters; a refusal names the path, never anything read from it.
+    """
+
+    table_root: str
+    allowed_roots: tuple[str, ...] = ()
+
+    @classmethod
+    def of(cls, table_root: str, allowed_roots: Sequence[str] = ()) -> PathPolicy:
+        return cls(table_root_of(table_root), tuple(table_root_of(r) for r in allowed_roots))
+
+    def check(self, location: str, *, what: str) -> None:
+        problem = self.problem(location)
+        if problem is not None:
+            raise MirrorInputError(f"{what} {location} {problem}; refused", file=location)
+
+    def problem(self, location: str) -> str | None:
+        if is_remote(location) and urlsplit(location)[3:] != ("", ""):
+            return "has a query string or fragment"
+        segments = location.split("/")
+        if ".." in segments or "." in segments:
+            return "has a '.' or '..' segment"
+        roots = (self.table_root, *self.allowed_roots)
+        if not any(location.startswith(root.rstrip("/") + "/") for root in roots):
+            allowed = " and the allowed roots" if self.allowed_roots else ""
+            return f"is outside the table root{allowed} (allow its folder with --allow-root)"
+        return None

@@ -17,6 +17,7 @@ from typing import Protocol
 
 from pyroaring import BitMap64
 
+from dv_assets.mirror.delta.paths import resolve_location
 from dv_assets.mirror.dv.codec import (
     FRAME_OVERHEAD,
     check_positions,
@@ -27,7 +28,7 @@ from dv_assets.mirror.dv.codec import (
     parse_bitmap,
     verify_blob,
 )
-from dv_assets.mirror.errors import InvalidDeletionVectorError
+from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError
 from dv_assets.mirror.io import FileIO
 
 DV_FILE_FORMAT_VERSION = 1
@@ -102,9 +103,9 @@ def resolve_dv_location(table_root: str, storage_type: str, path_or_inline_dv: s
     if storage_type == "i":
         return None
     if storage_type == "u":
-        return f"{table_root.rstrip('/')}/{dv_file_name(path_or_inline_dv)}"
+        return resolve_location(table_root, dv_file_name(path_or_inline_dv))
     if storage_type == "p":
-        return path_or_inline_dv
+        return resolve_location(table_root, path_or_inline_dv)
     raise InvalidDeletionVectorError(f"unknown deletion vector storageType {storage_type!r}")
 
 
@@ -121,8 +122,8 @@ def convert_dv_batch(tasks: Iterable[DVTask], io: FileIO | None = None) -> list[
     for index, task in enumerate(task_list):
         try:
             location = resolve_dv_location(task.table_root, task.storage_type, task.path_or_inline_dv)
-        except InvalidDeletionVectorError as exc:
-            raise exc.at(file=task.data_file) from exc
+        except MirrorInputError as exc:
+            raise InvalidDeletionVectorError(exc.reason, file=task.data_file) from exc
         if location is None:
             results[index] = _inline_dv(task)
         else:

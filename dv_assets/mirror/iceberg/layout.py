@@ -13,6 +13,13 @@ from dataclasses import dataclass
 OWNED_PREFIX = "dvmirror-"
 
 
+def comparable(location: str) -> str:
+    """One spelling per local file: Iceberg may name it `file:/x`, `file:///x` or `/x`."""
+    if location.startswith("file://"):
+        return location[len("file://") :]
+    return location.removeprefix("file:")
+
+
 @dataclass(frozen=True)
 class MirrorLayout:
     table_location: str
@@ -37,8 +44,10 @@ class MirrorLayout:
     def is_owned(self, location: str) -> bool:
         """A delete file the mirror wrote: never a Delta data file or DV, never Iceberg metadata."""
         name = location.rsplit("/", 1)[-1]
-        return location.startswith(self.delete_dir + "/") and name.startswith(OWNED_PREFIX)
+        return comparable(location).startswith(comparable(self.delete_dir) + "/") and name.startswith(
+            OWNED_PREFIX
+        )
 
     def is_metadata(self, location: str) -> bool:
         """A file under the table's `metadata/` folder (manifests, manifest lists, metadata JSON)."""
-        return location.startswith(self.metadata_dir + "/")
+        return comparable(location).startswith(comparable(self.metadata_dir) + "/")

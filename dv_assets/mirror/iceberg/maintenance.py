@@ -37,7 +37,7 @@ class Retention(BaseModel):
     )
     orphan_min_age_hours: float = Field(
         default=24.0,
-        ge=0,
+        ge=1,  # a commit in flight must never lose its files
         description="mirror-owned delete files no snapshot ever referenced (a crashed run's) are deleted "
         "only when older than this, so an in-flight commit's files are never taken",
     )

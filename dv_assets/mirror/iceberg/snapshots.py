@@ -18,7 +18,8 @@ def delta_version_of(summary: Mapping[str, str] | None) -> int | None:
 
 
 def last_mirrored_version(catalog: CatalogLocation, table_name: str) -> int | None:
-    """The Delta version of the mirror's current snapshot, read with pyiceberg (no JVM)."""
+    """The Delta version the mirror shows, read with pyiceberg (no JVM): that of the newest snapshot in
+    the current lineage that carries one (maintenance may have added snapshots on top)."""
     from pyiceberg.exceptions import NoSuchTableError
 
     try:
@@ -26,6 +27,12 @@ def last_mirrored_version(catalog: CatalogLocation, table_name: str) -> int | No
     except NoSuchTableError:
         return None
     snapshot = table.current_snapshot()
-    if snapshot is None or snapshot.summary is None:
-        return None
-    return delta_version_of(snapshot.summary.additional_properties)
+    while snapshot is not None:
+        version = (
+            None if snapshot.summary is None else delta_version_of(snapshot.summary.additional_properties)
+        )
+        if version is not None:
+            return version
+        parent = snapshot.parent_snapshot_id
+        snapshot = None if parent is None else table.snapshot_by_id(parent)
+    return None
