@@ -12,16 +12,24 @@ import os
 import shutil
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
 from dv_assets.mirror.iceberg.java import CommitOutcome, CommitRequest, IcebergJava
+from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogLocation
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import hash_tree
 from tests.helpers.paths import expected_rows
-from tests.helpers.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version
+from tests.helpers.readers import (
+    delta_spark_rows,
+    iceberg_java_rows,
+    pyiceberg_rows,
+    snapshots_by_delta_version,
+)
 from tests.helpers.rows import sorted_rows
 
 pytestmark = pytest.mark.spark
@@ -282,3 +290,114 @@ def test_a_file_uri_with_a_query_string_is_refused(spark, copy_fixture) -> None:
     _p_dv(root, f"{(root / DV_NAME).as_uri()}?endpoint_override=attacker.example")
     with pytest.raises(MirrorInputError, match="query string"):
         sync_table(spark, root, "rel.query")
+
+
+# --- crashes at each step, and VACUUM between syncs -------------------------------------------------------
+
+
+class FailAfterWrites(FileIO):
+    """Storage that fails the sync (as a crash would stop it) after `writes` delete files exist."""
+
+    def __init__(self, writes: int) -> None:
+        self.writes = writes
+
+    def _count(self) -> None:
+        self.writes -= 1
+        if self.writes < 0:
+            raise SystemExit("injected crash")
+
+    def write(self, location: str, content: bytes) -> None:
+        self._count()
+        super().write(location, content)
+
+    def parquet_writer(self, location: str, schema: pa.Schema) -> pq.ParquetWriter:
+        self._count()
+        return super().parquet_writer(location, schema)
+
+
+class FailAroundCommit(IcebergJava):
+    def __init__(self, spark: SparkSession, *, before: bool) -> None:
+        super().__init__(spark)
+        self.before = before
+
+    def commit(self, table_name: str, request: CommitRequest) -> CommitOutcome:
+        if self.before:
+            raise SystemExit("injected crash before the commit")
+        super().commit(table_name, request)
+        raise SystemExit("injected crash after the commit")
+
+
+@pytest.mark.parametrize(
+    "step", ["first delete file", "second delete file", "before the commit", "after the commit"]
+)
+def test_a_crash_at_each_step_converges(spark, catalog, copy_fixture, step: str) -> None:
+    root = copy_fixture(PARTITIONED)
+    name = f"rel.crash_{step.replace(' ', '_')}"
+    sync_table(spark, root, name, format_version=2, until_version=5)
+    # Format 2 writes one position-delete file per DV: v6 onwards replace several.
+    io: FileIO = FailAfterWrites({"first delete file": 0, "second delete file": 1}.get(step, 99))
+    iceberg = FailAroundCommit(spark, before=step == "before the commit") if "commit" in step else None
+    with pytest.raises(SystemExit, match="injected crash"):
+        sync_table(spark, root, name, io=io, iceberg=iceberg)
+    mirrored = sorted(snapshots_by_delta_version(catalog, name))
+    assert mirrored == list(range(len(mirrored))) and len(mirrored) >= 6
+    if step == "before the commit":
+        assert mirrored == list(range(6))
+    if step == "after the commit":
+        assert mirrored == list(range(7))
+    sync_table(spark, root, name)
+    _assert_exact(spark, catalog, name, PARTITIONED)
+
+
+def _delta_table_with_dvs(spark: SparkSession, root: Path) -> str:
+    ref = f"delta.`{root}`"
+    spark.sql(
+        f"CREATE TABLE {ref} (id BIGINT, p STRING) USING delta PARTITIONED BY (p) "
+        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+    )
+    spark.sql(f"INSERT INTO {ref} SELECT id, CAST(id % 3 AS STRING) FROM range(0, 300)")
+    spark.sql(f"DELETE FROM {ref} WHERE id % 7 = 0")
+    return ref
+
+
+def _vacuum(spark: SparkSession, ref: str) -> None:
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        spark.sql(f"VACUUM {ref} RETAIN 0 HOURS")
+    finally:
+        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+
+
+def test_vacuum_between_syncs(spark, catalog, tmp_path: Path) -> None:
+    root = tmp_path / "vacuumed"
+    ref = _delta_table_with_dvs(spark, root)
+    sync_table(spark, root, "rel.vacuum", format_version=2)
+    spark.sql(f"DELETE FROM {ref} WHERE id % 5 = 0")  # DVs replaced: the old ones become garbage
+    spark.sql(f"OPTIMIZE {ref}")  # data files carrying DVs removed
+    sync_table(spark, root, "rel.vacuum")
+    mirrored = sorted(snapshots_by_delta_version(catalog, "rel.vacuum"))
+    _vacuum(spark, ref)  # deletes the files only older versions referenced, VACUUM's usual job
+    spark.sql(f"DELETE FROM {ref} WHERE id % 11 = 0")
+    result = sync_table(spark, root, "rel.vacuum")
+    latest = result.latest_delta_version
+    # VACUUM itself commits (VACUUM START / END); each version after the mirrored ones is mirrored.
+    assert result.mirrored_versions == list(range(mirrored[-1] + 1, latest + 1))
+    assert result.previously_mirrored == mirrored[-1]
+    snapshot = snapshots_by_delta_version(catalog, "rel.vacuum")[latest]
+    expected = delta_spark_rows(spark, str(root), latest)
+    assert iceberg_java_rows(spark, "rel.vacuum", snapshot) == expected
+    assert pyiceberg_rows(catalog, "rel.vacuum", snapshot) == expected
+
+
+def test_vacuum_of_files_the_mirror_still_needs_is_refused(spark, catalog, tmp_path: Path) -> None:
+    root = tmp_path / "vacuumed_early"
+    ref = _delta_table_with_dvs(spark, root)
+    sync_table(spark, root, "rel.vacuum_early")
+    mirrored = sorted(snapshots_by_delta_version(catalog, "rel.vacuum_early"))
+    spark.sql(f"DELETE FROM {ref} WHERE id % 5 = 0")
+    spark.sql(f"OPTIMIZE {ref}")
+    _vacuum(spark, ref)  # the DVs of the DELETE are gone before the mirror copied them
+    with pytest.raises(MirrorInputError, match="does not exist") as refused:
+        sync_table(spark, root, "rel.vacuum_early")
+    assert refused.value.version == mirrored[-1] + 1
+    assert sorted(snapshots_by_delta_version(catalog, "rel.vacuum_early")) == mirrored
