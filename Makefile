@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 JARS := .jars/.copied
 
-.PHONY: setup jars demo test test-long lint ui ui-test clean
+.PHONY: setup jars demo test test-long test-faults lint ui ui-test clean
 
 setup: $(INSTALLED) $(JARS)
 
@@ -27,11 +27,15 @@ demo: setup
 	$(BIN)/python -m dv_assets.demo
 
 test: setup lint
-	$(BIN)/pytest -m "not slow"
+	$(BIN)/pytest -m "not slow and not faults"
 
 # Longer randomized DML histories; not part of `make test`.
 test-long: setup
 	$(BIN)/pytest -m slow
+
+# The long fault suite (races for many rounds, forced interleavings at every version); not part of `make test`.
+test-faults: setup
+	$(BIN)/pytest -m faults
 
 lint: $(INSTALLED)
 	$(BIN)/ruff check .

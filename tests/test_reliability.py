@@ -8,6 +8,7 @@ and reads the mirror back with Iceberg Java and pyiceberg; faults go in through 
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -401,3 +402,47 @@ def test_vacuum_of_files_the_mirror_still_needs_is_refused(spark, catalog, tmp_p
         sync_table(spark, root, "rel.vacuum_early")
     assert refused.value.version == mirrored[-1] + 1
     assert sorted(snapshots_by_delta_version(catalog, "rel.vacuum_early")) == mirrored
+
+
+# --- every reader reads every version ---------------------------------------------------------------------
+
+
+def test_data_files_with_a_change_type_column_read_in_every_reader(spark, catalog, tmp_path: Path) -> None:
+    """Databricks writes CDF's `_change_type` into data files of UPDATE/MERGE when change data feed is
+    on: a physical column the table schema does not have, which every reader must skip."""
+    root = tmp_path / "cdf_in_data_files"
+    (root / "_delta_log").mkdir(parents=True)
+    data = pa.table(
+        {"id": pa.array([1, 2, 3], pa.int64()), "_change_type": ["insert", None, "update_postimage"]}
+    )
+    pq.write_table(data, root / "part-0.parquet")
+    schema = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
+    actions = [
+        {"protocol": {"minReaderVersion": 1, "minWriterVersion": 4}},
+        {
+            "metaData": {
+                "id": "cdf-in-data",
+                "format": {"provider": "parquet", "options": {}},
+                "schemaString": schema,
+                "partitionColumns": [],
+                "configuration": {"delta.enableChangeDataFeed": "true"},
+                "createdTime": 1,
+            }
+        },
+        {
+            "add": {
+                "path": "part-0.parquet",
+                "partitionValues": {},
+                "size": (root / "part-0.parquet").stat().st_size,
+                "modificationTime": 1,
+                "dataChange": True,
+                "stats": '{"numRecords":3}',
+            }
+        },
+    ]
+    (root / "_delta_log" / f"{0:020d}.json").write_text("\n".join(json.dumps(a) for a in actions) + "\n")
+    result = sync_table(spark, root, "rel.change_type")
+    (snapshot,) = [v.snapshot_id for v in result.versions]
+    expected = [{"id": 1}, {"id": 2}, {"id": 3}]
+    assert iceberg_java_rows(spark, "rel.change_type", snapshot) == expected
+    assert pyiceberg_rows(catalog, "rel.change_type", snapshot) == expected

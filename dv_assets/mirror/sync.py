@@ -56,6 +56,9 @@ DELTA_TIMESTAMP_SUMMARY = "dvmirror.delta-timestamp"
 # A v2 mirror writes one row per deleted position: a DV claiming more than this many is checked against
 # the data file's own row count (its Parquet footer), not only against stats that may over-state it.
 LARGE_DV_POSITIONS = 1 << 20
+# Columns Delta writers put in data files without the table schema having them, with the field ids
+# their name-mapping entries use: below Iceberg's reserved ids, far above any id a schema here reaches.
+PHYSICAL_ONLY_COLUMNS = {"_change_type": 2_147_482_000}
 # Properties every mirror table carries (older mirrors get them with their next commit):
 SAFETY_PROPERTIES = {
     # No Iceberg procedure (expire_snapshots, remove_orphan_files) and no DROP TABLE ... PURGE may
@@ -135,6 +138,7 @@ def sync_table(
     deletes: dict[str, DeleteFile] = {}
     base_snapshot_id: int | None = None  # every commit goes on top of the snapshot it was planned on
     pending_properties: dict[str, str] = {}
+    stale_mapping = False
     expected_table_id: str | None = None
     if table is None:
         last_mirrored = None
@@ -157,6 +161,11 @@ def sync_table(
             deletes = iceberg.delete_files_by_data_file(table_name, base_snapshot_id)
         current_schema = table.schema
         pending_properties = {k: v for k, v in SAFETY_PROPERTIES.items() if table.properties.get(k) != v}
+        # Mirrors made before a physical-only column was mapped get the full mapping with their next commit.
+        stale_mapping = any(
+            f'"{name}"' not in table.properties.get(NAME_MAPPING_PROPERTY, "")
+            for name in PHYSICAL_ONLY_COLUMNS
+        )
         expected_table_id = table.properties.get(DELTA_TABLE_ID_PROPERTY)
 
     result = SyncResult(delta_root, table_name, fmt, last_mirrored, latest)
@@ -199,6 +208,10 @@ def sync_table(
             request = dataclasses.replace(
                 request, base_snapshot_id=base_snapshot_id, properties=pending_properties
             )
+            if stale_mapping and request.name_mapping is None:
+                request = dataclasses.replace(
+                    request, name_mapping=_name_mapping(current_schema, change.metadata)
+                )
             if new_table is not None:
                 # Created only once its first version is known to be mirrorable.
                 table = iceberg.create(table_name, new_table, location)
@@ -218,7 +231,7 @@ def sync_table(
                 io.delete_quietly(f.path for f in written if layout.is_owned(f.path))
             raise
         base_snapshot_id = outcome.snapshot_id
-        pending_properties = {}
+        pending_properties, stale_mapping = {}, False
         for data_file in plan.drop_deletes_of:
             deletes.pop(data_file, None)
         for delete_file in written:
@@ -324,9 +337,23 @@ def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
             DELTA_PARTITION_COLUMNS_PROPERTY: json.dumps(list(metadata.partition_columns)),
             **SAFETY_PROPERTIES,
             **iceberg_metrics.MIRROR_TABLE_PROPERTIES,
-            NAME_MAPPING_PROPERTY: json.dumps(iceberg_schema.name_mapping(schema, metadata.schema, mode)),
+            NAME_MAPPING_PROPERTY: json.dumps(_name_mapping(schema, metadata)),
         },
     )
+
+
+def _name_mapping(schema: dict, metadata: Metadata) -> list[dict]:
+    """The table's name mapping, plus Delta's physical-only columns: data files may carry columns the
+    schema does not have (Databricks writes CDF's `_change_type` into UPDATE/MERGE files). Delta readers
+    and Iceberg Java skip them; pyiceberg needs each file column mapped to some id, and one the schema
+    never has is projected away."""
+    mapping = iceberg_schema.name_mapping(schema, metadata.schema, metadata.column_mapping_mode)
+    taken = {entry["field-id"] for entry in mapping} | {f["id"] for f in schema["fields"]}
+    names = {name for entry in mapping for name in entry["names"]}
+    for name, field_id in PHYSICAL_ONLY_COLUMNS.items():
+        if name not in names and field_id not in taken:
+            mapping.append({"field-id": field_id, "names": [name]})
+    return mapping
 
 
 def _check_partitioning_unchanged(metadata: Metadata, table: MirrorTable) -> None:
@@ -490,7 +517,5 @@ def _commit_request(
         # always drop it itself, and a dangling DV comes back to life when RESTORE re-adds the file.
         remove_delete_files=tuple(deletes[loc] for loc in plan.drop_deletes_of),
         schema_json=new_schema,
-        name_mapping=None
-        if new_schema is None
-        else iceberg_schema.name_mapping(new_schema, metadata.schema, metadata.column_mapping_mode),
+        name_mapping=None if new_schema is None else _name_mapping(new_schema, metadata),
     )
