@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,6 +19,7 @@ import pyarrow.parquet as pq
 import pytest
 from pyspark.sql import SparkSession
 
+from dv_assets.mirror.dv.codec import encode_blob, z85_encode
 from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
 from dv_assets.mirror.iceberg.java import CommitOutcome, CommitRequest, IcebergJava
 from dv_assets.mirror.io import FileIO
@@ -446,3 +448,59 @@ def test_data_files_with_a_change_type_column_read_in_every_reader(spark, catalo
     expected = [{"id": 1}, {"id": 2}, {"id": 3}]
     assert iceberg_java_rows(spark, "rel.change_type", snapshot) == expected
     assert pyiceberg_rows(catalog, "rel.change_type", snapshot) == expected
+
+
+def test_a_huge_dv_against_overstated_stats_is_refused_in_format_2(spark, tmp_path: Path) -> None:
+    """Stats claim 2^40 rows, the file has 10, the DV 2^21 positions: expanding it would write millions
+    of delete rows for a file of 10 rows; the Parquet footer says the DV cannot be right."""
+    root = tmp_path / "overstated"
+    (root / "_delta_log").mkdir(parents=True)
+    pq.write_table(pa.table({"id": pa.array(range(10), pa.int64())}), root / "part-0.parquet")
+    size = (root / "part-0.parquet").stat().st_size
+    dv_id = uuid.uuid4()
+    blob = encode_blob(range(1 << 21))
+    (root / f"deletion_vector_{dv_id}.bin").write_bytes(b"\x01" + blob)
+    stats = json.dumps({"numRecords": 1 << 40})
+    add = {
+        "path": "part-0.parquet",
+        "partitionValues": {},
+        "size": size,
+        "modificationTime": 1,
+        "dataChange": True,
+    }
+    dv = {
+        "storageType": "u",
+        "pathOrInlineDv": z85_encode(dv_id.bytes),
+        "offset": 1,
+        "sizeInBytes": len(blob) - 8,
+        "cardinality": 1 << 21,
+    }
+    schema = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
+    protocol = {"minReaderVersion": 3, "minWriterVersion": 7}
+    protocol |= {"readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}
+    commits = [
+        [
+            {"protocol": protocol},
+            {
+                "metaData": {
+                    "id": "overstated",
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": schema,
+                    "partitionColumns": [],
+                    "configuration": {},
+                }
+            },
+            {"add": {**add, "stats": stats}},
+        ],
+        [
+            {"remove": {"path": "part-0.parquet", "dataChange": True}},
+            {"add": {**add, "stats": stats, "deletionVector": dv}},
+        ],
+    ]
+    for version, actions in enumerate(commits):
+        (root / "_delta_log" / f"{version:020d}.json").write_text("\n".join(json.dumps(a) for a in actions))
+    with pytest.raises(MirrorInputError, match="the data file has 10 rows but its stats say") as refused:
+        sync_table(spark, root, "rel.overstated", format_version=2)
+    assert refused.value.version == 1
+    mirror = IcebergJava(spark).load("rel.overstated")
+    assert mirror is not None and mirror.last_mirrored_version == 0
