@@ -458,3 +458,18 @@ def test_replay_refuses_an_unsupported_reader_feature(tmp_path: Path) -> None:
         "deletionVectors",
         "catalogManaged",
     }
+
+
+@pytest.mark.parametrize("path", ["../../victim.parquet", "/elsewhere/s1.parquet", "sub/s1.parquet"])
+def test_a_sidecar_outside_the_sidecars_folder_is_refused(tmp_path: Path, path: str) -> None:
+    root = checkpointed_log(tmp_path)
+    log = root / "_delta_log"
+    rows = checkpoint_rows()
+    top = [{"checkpointMetadata": {"version": 1}}, {"protocol": PROTOCOL}, {"metaData": METADATA}]
+    top.append({"sidecar": {"path": path, "sizeInBytes": 1, "modificationTime": 1}})
+    name = f"{1:020d}.checkpoint.3a0d65cd-4056-49b8-937b-95f9e3ee90e5.json"
+    (log / name).write_text("".join(json.dumps(a) + "\n" for a in top))
+    write_parquet(tmp_path / "victim.parquet", rows[3:])
+    with pytest.raises(MirrorInputError, match="is not a file of") as err:
+        DeltaTable(root).state(1)
+    assert err.value.version == 1

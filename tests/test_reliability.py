@@ -11,22 +11,26 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 import uuid
 from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from pydantic import ValidationError
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.dv.codec import encode_blob, z85_encode
 from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
 from dv_assets.mirror.iceberg.java import CommitOutcome, CommitRequest, IcebergJava
+from dv_assets.mirror.iceberg.layout import MirrorLayout
+from dv_assets.mirror.iceberg.maintenance import Retention
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogLocation
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import hash_tree
-from tests.helpers.paths import expected_rows
+from tests.helpers.paths import DVMIRROR, REPO_ROOT, expected_rows
 from tests.helpers.readers import (
     delta_spark_rows,
     iceberg_java_rows,
@@ -504,3 +508,86 @@ def test_a_huge_dv_against_overstated_stats_is_refused_in_format_2(spark, tmp_pa
     assert refused.value.version == 1
     mirror = IcebergJava(spark).load("rel.overstated")
     assert mirror is not None and mirror.last_mirrored_version == 0
+
+
+def test_a_removed_data_file_that_vacuum_deleted_needs_no_row_count(spark, catalog, tmp_path: Path) -> None:
+    """A removed file without `numRecords` in its stats whose Parquet file is gone: nothing reads it."""
+    root = tmp_path / "no_num_records"
+    (root / "_delta_log").mkdir(parents=True)
+    for name, ids in (("a.parquet", [1, 2]), ("b.parquet", [3])):
+        pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), root / name)
+    schema = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
+
+    def add(name: str) -> dict:
+        size = (root / name).stat().st_size
+        return {
+            "add": {
+                "path": name,
+                "partitionValues": {},
+                "size": size,
+                "modificationTime": 1,
+                "dataChange": True,
+            }
+        }
+
+    commits = [
+        [
+            {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+            {
+                "metaData": {
+                    "id": "t",
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": schema,
+                    "partitionColumns": [],
+                    "configuration": {},
+                }
+            },
+            add("a.parquet"),  # no stats: the row count comes from the footer while the file is there
+        ],
+        [{"remove": {"path": "a.parquet", "dataChange": True}}, add("b.parquet")],
+    ]
+    for version, actions in enumerate(commits):
+        (root / "_delta_log" / f"{version:020d}.json").write_text("\n".join(json.dumps(a) for a in actions))
+    sync_table(spark, root, "rel.no_num_records", until_version=0)
+    (root / "a.parquet").unlink()  # VACUUM
+    assert sync_table(spark, root, "rel.no_num_records").mirrored_versions == [1]
+    snapshot = snapshots_by_delta_version(catalog, "rel.no_num_records")[1]
+    assert iceberg_java_rows(spark, "rel.no_num_records", snapshot) == [{"id": 3}]
+    assert pyiceberg_rows(catalog, "rel.no_num_records", snapshot) == [{"id": 3}]
+
+
+def test_ownership_is_one_spelling_and_orphans_have_a_minimum_age() -> None:
+    for table, deletes in (("file:/wh/ns/t", "/wh/ns/t/data"), ("/wh/ns/t", "file:///wh/ns/t/data")):
+        layout = MirrorLayout(table)
+        assert layout.is_owned(f"{deletes}/dvmirror-v1.puffin")
+        assert not layout.is_owned(f"{deletes}/part-0.parquet")
+        assert layout.is_metadata(f"{deletes.removesuffix('/data')}/metadata/snap-1.avro")
+    with pytest.raises(ValidationError):
+        Retention(orphan_min_age_hours=0)
+
+
+def _cli(tmp: Path, catalog: CatalogLocation, root: Path, table: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DVMIRROR_")}
+    env["DVMIRROR_JARS"] = str(REPO_ROOT / ".jars")
+    command = [str(DVMIRROR), "sync", str(root), "--table", table, "--catalog-uri", catalog.sqlalchemy_uri]
+    command += ["--warehouse", str(catalog.warehouse)]
+    return subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_refusals_through_the_cli_are_one_line_and_exit_2(
+    spark, catalog, copy_fixture, tmp_path: Path
+) -> None:
+    spark.sql(f"CREATE TABLE {ICEBERG_CATALOG_NAME}.rel.cli_foreign (own STRING) USING iceberg")
+    lagging = copy_fixture(PARTITIONED)
+    sync_table(spark, lagging, "rel.cli_lagging", until_version=9)
+    for version in range(10):
+        (lagging / "_delta_log" / f"{version:020d}.json").unlink()
+    for table, root, reason in (
+        ("rel.cli_foreign", copy_fixture(SMALL), "not a dv-mirror mirror"),
+        ("rel.cli_lagging", lagging, "no longer holds the commits after it"),
+    ):
+        done = _cli(tmp_path, catalog, root, table)
+        assert done.returncode == 2, done.stderr
+        lines = done.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("dvmirror: ") and reason in lines[0], done.stderr
+    assert sorted(snapshots_by_delta_version(catalog, "rel.cli_lagging")) == list(range(10))

@@ -194,7 +194,15 @@ class DeltaLog:
         path = sidecar.get("path")
         if not path:
             raise self._error(f"sidecar action without a path in {referenced_by}", version=version)
-        location = resolve_location(f"{self._log_dir}/{SIDECAR_DIR}", path)
+        sidecar_dir = f"{self._log_dir}/{SIDECAR_DIR}"
+        location = resolve_location(sidecar_dir, path)
+        # PROTOCOL.md: sidecar files always reside in the table's own _delta_log/_sidecars folder.
+        if location.rsplit("/", 1)[0] != sidecar_dir:
+            raise self._error(
+                f"sidecar {path!r} in {referenced_by} is not a file of {sidecar_dir}; refused",
+                version=version,
+                file=location,
+            )
         return self._read_parquet_actions(location, version, ("add",))
 
     def _read_json_lines(self, name: str, version: int) -> list[dict[str, Any]]:
@@ -206,7 +214,10 @@ class DeltaLog:
         except (OSError, UnicodeDecodeError) as exc:
             raise self._error(f"cannot read log file: {exc}", version=version, file=path) from exc
         actions = []
-        for number, line in enumerate(text.splitlines(), start=1):
+        # Newline-delimited JSON: split on "\n" only. str.splitlines() would also split at U+2028,
+        # U+0085, \x1c and the like, which may appear raw inside JSON strings (operation parameters,
+        # partition values). A trailing "\r" (CRLF) is JSON whitespace, which json.loads skips.
+        for number, line in enumerate(text.split("\n"), start=1):
             if not line.strip():
                 continue
             try:

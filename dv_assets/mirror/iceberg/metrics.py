@@ -11,9 +11,10 @@ that is too tight loses live rows silently. Only values that are certainly valid
 * timestamps: Delta truncates stats to milliseconds, so the upper bound is max + 999 microseconds; a
   `timestamp` (with time zone) stat without an offset is ambiguous and skipped;
 * strings: the min is a prefix of the true min, hence a valid lower bound; the max is emitted only when
-  it is shorter than Delta's truncation length (`delta.dataSkippingStringPrefixLength`, 32), i.e.
-  certainly not truncated; Delta's truncated max ends in a tie-breaker character that is not an upper
-  bound under Iceberg's UTF-8 byte order. Collated strings are skipped (their stats use another order);
+  it is shorter than Delta's truncation length (`delta.dataSkippingStringPrefixLength`, 32, counted in
+  UTF-16 code units as Java does) and does not end in a tie-breaker (U+FFFD, U+FFFF, U+10FFFF), i.e.
+  certainly not truncated; older Delta's truncated max ends in U+FFFD, which is not an upper bound
+  under Iceberg's UTF-8 byte order. Collated strings are skipped (their stats use another order);
 * binary, and anything inside a list or map: nothing (struct children are handled like columns);
 * null counts: exact when `tightBounds` is true (or absent); when false, Delta only promises the
   special values 0 and numRecords, so only those are emitted;
@@ -42,6 +43,9 @@ DEFAULT_STRING_PREFIX_LENGTH = 32
 STRING_PREFIX_LENGTH_PROPERTY = "delta.dataSkippingStringPrefixLength"
 COLLATIONS_METADATA = "__COLLATIONS"
 TIMESTAMP_STATS_SLACK_MICROS = 999
+# What Delta appends to a truncated max (U+FFFD by older writers, U+10FFFF or '\uffff' by others): a
+# max ending in one may have been truncated, whatever its length.
+_TIE_BREAKERS = ("\ufffd", "\uffff", "\U0010ffff")
 # Column metrics mode "counts": Iceberg engines then never answer MIN/MAX from these bounds.
 MIRROR_TABLE_PROPERTIES = {"write.metadata.metrics.default": "counts"}
 
@@ -187,7 +191,13 @@ def _lower_bound(leaf: _Leaf, value: Any) -> bytes | None:
     if value is None:
         return None
     if leaf.iceberg_type == "string":
-        return _utf8(value) if isinstance(value, str) else None  # a prefix of the min is <= the min
+        if not isinstance(value, str):
+            return None
+        # A prefix of the min is <= the min in UTF-8 byte order. A truncation may have split a surrogate
+        # pair; without its dangling high surrogate the value is still a (code point) prefix.
+        if value and "\ud800" <= value[-1] <= "\udbff":
+            value = value[:-1]
+        return _utf8(value)
     typed = _typed_stat(leaf.iceberg_type, value)
     if typed is None:
         return None
@@ -200,8 +210,13 @@ def _upper_bound(leaf: _Leaf, value: Any, string_prefix_length: int) -> bytes | 
     if value is None:
         return None
     if leaf.iceberg_type == "string":
-        # Shorter than the truncation length means Delta did not truncate it: the exact max.
-        if isinstance(value, str) and len(value) < string_prefix_length:
+        # Shorter than the truncation length (in Java chars, as Delta counts) means Delta did not truncate
+        # it: the exact max. A value ending in a possible tie-breaker is refused even so.
+        if (
+            isinstance(value, str)
+            and _utf16_units(value) < string_prefix_length
+            and not value.endswith(_TIE_BREAKERS)
+        ):
             return _utf8(value)
         return None
     typed = _typed_stat(leaf.iceberg_type, value)
@@ -212,6 +227,11 @@ def _upper_bound(leaf: _Leaf, value: Any, string_prefix_length: int) -> bytes | 
     if leaf.iceberg_type in ("timestamp", "timestamptz"):
         typed += TIMESTAMP_STATS_SLACK_MICROS
     return to_single_value_bytes(leaf.iceberg_type, typed)
+
+
+def _utf16_units(value: str) -> int:
+    """The length of `value` in UTF-16 code units (Java chars): characters outside the BMP count 2."""
+    return len(value.encode("utf-16-le", "surrogatepass")) // 2
 
 
 def _utf8(value: str) -> bytes | None:

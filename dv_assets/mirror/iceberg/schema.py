@@ -13,11 +13,13 @@ Field ids, the contract with the Parquet files:
   fields first, then their children, as `TypeUtil.assignFreshIds`), and the name mapping (logical names)
   lets readers find the columns.
 Evolution keeps every existing id (matched by Delta id, or by name path without column mapping) and
-gives new columns ids above the previous highest.
+gives new columns ids above the previous highest. An upgrade of an existing table to column mapping
+matches by name path and is refused unless every Delta id equals the Iceberg id the column already has.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from dv_assets.mirror.delta.column_mapping import (
     mapping_ids,
     nested_ids,
     physical_name,
+    walk_fields,
 )
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
 
@@ -78,15 +81,29 @@ def evolve(
 ) -> dict[str, Any]:
     """The Iceberg schema for `delta_schema`, keeping the ids `previous` gave to the same columns.
 
-    New columns get ids above the previous highest id (Iceberg's `last-column-id`).
+    New columns get ids above the previous highest id (Iceberg's `last-column-id`). An upgrade to column
+    mapping keeps every id or is refused (see `_check_upgrade_keeps_ids`).
     """
     mode = checked_mode(column_mapping_mode)
-    known: dict[Key, int] = {}
-    previous_max = 0
-    if previous is not None:
-        for key, field_id in _iceberg_keys(previous, mode):
-            known[key] = field_id
-        previous_max = highest_field_id(previous)
+    if schema_id is None:
+        schema_id = 0 if previous is None else int(previous.get("schema-id", 0)) + 1
+    if previous is None:
+        return _build(delta_schema, mode, {}, 0, schema_id)
+    if _may_be_mapping_upgrade(previous, delta_schema, mode):
+        # The same columns as before, now with Delta ids: the ids Iceberg gave them must be those ids.
+        upgraded = _build(delta_schema, mode, {}, 0, schema_id)
+        if {path for path, _ in _iceberg_keys(upgraded, "none")} == {
+            path for path, _ in _iceberg_keys(previous, "none")
+        }:
+            _check_upgrade_keeps_ids(previous, upgraded)
+            return upgraded
+    known = dict(_iceberg_keys(previous, mode))
+    return _build(delta_schema, mode, known, highest_field_id(previous), schema_id)
+
+
+def _build(
+    delta_schema: Mapping[str, Any], mode: str, known: dict[Key, int], previous_max: int, schema_id: int
+) -> dict[str, Any]:
     delta_ids = list(mapping_ids(delta_schema)) if mode != "none" else []
     if any(i >= NESTED_ID_BASE for i in delta_ids):
         raise UnsupportedFeatureError(f"a delta.columnMapping.id is at or above {NESTED_ID_BASE}")
@@ -96,9 +113,39 @@ def evolve(
         first_fresh = max([NESTED_ID_BASE, *(i + 1 for i in known.values() if i >= NESTED_ID_BASE)])
     builder = _SchemaBuilder(mode=mode, known=known, next_id=first_fresh)
     fields = builder.struct_fields(_struct_fields(delta_schema, "schema"), parent_key=())
-    if schema_id is None:
-        schema_id = 0 if previous is None else int(previous.get("schema-id", 0)) + 1
     return {"type": "struct", "schema-id": schema_id, "fields": fields}
+
+
+def _may_be_mapping_upgrade(previous: Mapping[str, Any], delta_schema: Mapping[str, Any], mode: str) -> bool:
+    """Whether `previous` may have been built without column mapping for the columns `delta_schema` now
+    maps: Delta's upgrade (ALTER TABLE SET TBLPROPERTIES delta.columnMapping.mode = 'name') gives existing
+    columns physical names equal to their names, and a schema built without column mapping has no id in
+    the range kept for list elements and map keys/values under it. Under column mapping ids are matched
+    by Delta id, which such a schema does not have, so `evolve` matches these columns by name path."""
+    return (
+        mode != "none"
+        and highest_field_id(previous) < NESTED_ID_BASE
+        and all(physical_name(f) == f["name"] for f in walk_fields(delta_schema))
+    )
+
+
+def _check_upgrade_keeps_ids(previous: Mapping[str, Any], upgraded: Mapping[str, Any]) -> None:
+    """Refuse an upgrade to column mapping that would change an Iceberg field id.
+
+    Old Parquet files have no field ids (read through the name mapping), but those written from now on
+    carry Delta's ids, and Iceberg's ids must keep their meaning across schemas (manifests' metrics,
+    partition specs). So Delta's id must be the id the column already has. Delta numbers columns depth
+    first (1..n in field order for a flat schema, as Iceberg does); nested structs and list/map parts
+    (numbered by Iceberg without a Delta id) usually differ.
+    """
+    old = dict(_iceberg_keys(previous, "none"))
+    for path, field_id in _iceberg_keys(upgraded, "none"):
+        if old.get(path, field_id) != field_id:
+            raise UnsupportedFeatureError(
+                f"column {'.'.join(path)!r} was upgraded to column mapping; its Iceberg field id is "
+                f"{old[path]} but Delta's column mapping gives it {field_id}, so the id would mean "
+                "different columns in old and new Parquet files; mirror the table into a new Iceberg table"
+            )
 
 
 def highest_field_id(iceberg_schema: Mapping[str, Any]) -> int:
@@ -335,7 +382,7 @@ def partition_value(value: str | None, iceberg_schema: Mapping[str, Any], column
     source = next((f for f in iceberg_schema["fields"] if f["name"] == column), None)
     if source is None:
         raise MirrorInputError(f"partition column {column!r} is not a top-level column of the schema")
-    return partition_value_to_json(value, source["type"])
+    return partition_value_to_json(value, source["type"], column=column)
 
 
 def partition_value_typed(value: str | None, iceberg_type: IcebergType) -> Any:
@@ -368,6 +415,7 @@ def _parse_partition_value(value: str, iceberg_type: str) -> Any:
             raise ValueError("out of range")
         return number
     if iceberg_type in ("float", "double"):
+        # Delta Spark writes Java's Double.toString: "NaN", "Infinity", "-Infinity" included.
         return float(value)
     if iceberg_type == "string":
         return value
@@ -402,14 +450,27 @@ def _parse_partition_value(value: str, iceberg_type: str) -> Any:
     raise ValueError(f"unsupported partition type {iceberg_type}")
 
 
-def partition_value_to_json(value: str | None, iceberg_type: IcebergType) -> Any:
+def partition_value_to_json(
+    value: str | None, iceberg_type: IcebergType, *, column: str | None = None
+) -> Any:
     """A Delta partition value -> Iceberg's single-value JSON (spec Appendix, as `SingleValueParser`):
     numbers and booleans as JSON literals, decimal as a string with the type's scale, date as
     `YYYY-MM-DD`, timestamp as `YYYY-MM-DDTHH:MM:SS.ffffff` (`+00:00` appended for timestamptz),
-    binary as hex, null as None."""
+    binary as hex, null as None.
+
+    NaN and infinite floats are refused: `SingleValueParser.fromJson` takes only JSON numbers for
+    float/double, Iceberg's Jackson mapper rejects the non-standard `NaN` / `Infinity` tokens, and a
+    string ("NaN") is not a number to it, so no JSON reaches Iceberg Java as such a value.
+    """
     internal = partition_value_typed(value, iceberg_type)
     if internal is None:
         return None
+    if isinstance(internal, float) and not math.isfinite(internal):
+        where = f" of column {column!r}" if column is not None else ""
+        raise MirrorInputError(
+            f"partition value {value!r}{where} ({iceberg_type}) cannot be represented as an Iceberg "
+            "partition value: Iceberg's single-value JSON has no NaN or infinity"
+        )
     if iceberg_type == "date":
         return date.fromordinal(_EPOCH_DATE.toordinal() + internal).isoformat()
     if iceberg_type in ("timestamp", "timestamptz"):
