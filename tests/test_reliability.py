@@ -591,3 +591,46 @@ def test_refusals_through_the_cli_are_one_line_and_exit_2(
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("dvmirror: ") and reason in lines[0], done.stderr
     assert sorted(snapshots_by_delta_version(catalog, "rel.cli_lagging")) == list(range(10))
+
+
+# --- legal logs made by Delta Spark -----------------------------------------------------------------------
+
+
+def test_an_upgrade_to_column_mapping_keeps_reading_exactly(spark, catalog, tmp_path: Path) -> None:
+    root = tmp_path / "upgraded"
+    ref = f"delta.`{root}`"
+    spark.sql(
+        f"CREATE TABLE {ref} (id BIGINT, s STRING) USING delta "
+        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+    )
+    spark.sql(f"INSERT INTO {ref} SELECT id, CAST(id AS STRING) FROM range(0, 50)")
+    spark.sql(f"DELETE FROM {ref} WHERE id % 7 = 0")
+    sync_table(spark, root, "rel.upgraded")
+    spark.sql(
+        f"ALTER TABLE {ref} SET TBLPROPERTIES ('delta.columnMapping.mode' = 'name', "
+        "'delta.minReaderVersion' = '3', 'delta.minWriterVersion' = '7')"
+    )
+    spark.sql(f"INSERT INTO {ref} SELECT id, CAST(id AS STRING) FROM range(50, 80)")  # files with field ids
+    spark.sql(f"ALTER TABLE {ref} RENAME COLUMN s TO label")
+    spark.sql(f"DELETE FROM {ref} WHERE id % 5 = 0")
+    result = sync_table(spark, root, "rel.upgraded")
+    snapshots = snapshots_by_delta_version(catalog, "rel.upgraded")
+    for version in result.mirrored_versions:
+        expected = delta_spark_rows(spark, str(root), version)
+        assert iceberg_java_rows(spark, "rel.upgraded", snapshots[version]) == expected, version
+    latest = result.latest_delta_version
+    assert pyiceberg_rows(catalog, "rel.upgraded", snapshots[latest]) == delta_spark_rows(
+        spark, str(root), latest
+    )
+
+
+def test_nan_partition_values_are_refused_by_name(spark, catalog, tmp_path: Path) -> None:
+    root = tmp_path / "nan_partitions"
+    ref = f"delta.`{root}`"
+    spark.sql(f"CREATE TABLE {ref} (id BIGINT, x DOUBLE) USING delta PARTITIONED BY (x)")
+    spark.sql(f"INSERT INTO {ref} VALUES (1, 1.5)")
+    spark.sql(f"INSERT INTO {ref} VALUES (2, CAST('NaN' AS DOUBLE))")
+    with pytest.raises(MirrorInputError, match=r"'NaN' of column 'x'.*cannot be represented") as refused:
+        sync_table(spark, root, "rel.nan")
+    assert refused.value.version == 2
+    assert sorted(snapshots_by_delta_version(catalog, "rel.nan")) == [0, 1]
