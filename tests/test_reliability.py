@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.dv.codec import encode_blob, z85_encode
-from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
+from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorConflictError, MirrorInputError
 from dv_assets.mirror.iceberg.java import CommitOutcome, CommitRequest, IcebergJava
 from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.maintenance import Retention
@@ -634,3 +634,29 @@ def test_nan_partition_values_are_refused_by_name(spark, catalog, tmp_path: Path
         sync_table(spark, root, "rel.nan")
     assert refused.value.version == 2
     assert sorted(snapshots_by_delta_version(catalog, "rel.nan")) == [0, 1]
+
+
+# --- DV conversion in Spark tasks -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("format_version", [3, 2])
+def test_dvs_converted_in_spark_tasks_mirror_exactly(spark, catalog, copy_fixture, format_version) -> None:
+    root = copy_fixture(PARTITIONED)
+    name = f"rel.executors_v{format_version}"
+    result = sync_table(spark, root, name, format_version=format_version, executor_threshold=1)
+    converted = {v.dvs_converted_on.split(" ")[0] for v in result.versions if v.dvs_written}
+    assert converted == {"spark"}
+    _assert_exact(spark, catalog, name, PARTITIONED)
+
+
+def test_a_bad_dv_in_a_spark_task_is_refused_like_on_the_driver(spark, catalog, copy_fixture) -> None:
+    root = copy_fixture(SMALL)
+    content = bytearray((root / DV_NAME).read_bytes())
+    content[44] ^= 0xFF  # the CRC
+    (root / DV_NAME).write_bytes(bytes(content))
+    with pytest.raises(InvalidDeletionVectorError, match="CRC") as refused:
+        sync_table(spark, root, "rel.executors_bad", executor_threshold=1)
+    assert (refused.value.version, refused.value.file) == (1, str(root / DATA_NAME))
+    assert sorted(snapshots_by_delta_version(catalog, "rel.executors_bad")) == [0]
+    data_dir = Path(IcebergJava(spark).load("rel.executors_bad").location) / "data"
+    assert not list(data_dir.glob("dvmirror-*"))

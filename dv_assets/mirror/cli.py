@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(
                     f"mirrored Delta version {result.delta_version} ({result.operation or 'unknown'}) as "
                     f"snapshot {result.snapshot_id}: +{result.data_files_added}/-{result.data_files_removed} "
-                    f"data files, {result.dvs_written} DVs, {result.bytes_written} bytes",
+                    f"data files, {result.dvs_written} DVs ({result.dvs_converted_on}), "
+                    f"{result.bytes_written} bytes",
                     flush=True,
                 )
 
@@ -116,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
             format_version=args.format_version,
             until_version=args.until_version,
             allowed_roots=args.allow_root,
+            executor_threshold=settings.executor_threshold,
             on_version=progress,
         )
     except MirrorInputError as err:

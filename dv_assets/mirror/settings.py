@@ -13,6 +13,7 @@ behaves like a checkout run from the same folder:
 | Spark master   | `DVMIRROR_SPARK_MASTER`         | `local[2]`                       |
 | driver memory  | `DVMIRROR_SPARK_DRIVER_MEMORY`  | `3g`                             |
 | sources file   | `DVMIRROR_SOURCES`              | `<cwd>/sources.yaml` (Dagster)   |
+| Spark-task DVs | `DVMIRROR_EXECUTOR_DVS`         | 1000 DVs in a version (`off`: driver) |
 | tracebacks     | `DVMIRROR_DEBUG=1`              | off                              |
 """
 
@@ -30,6 +31,8 @@ SPARK_PACKAGES_ENV = "DVMIRROR_SPARK_PACKAGES"
 SPARK_MASTER_ENV = "DVMIRROR_SPARK_MASTER"
 DRIVER_MEMORY_ENV = "DVMIRROR_SPARK_DRIVER_MEMORY"
 SOURCES_ENV = "DVMIRROR_SOURCES"
+EXECUTOR_DVS_ENV = "DVMIRROR_EXECUTOR_DVS"
+DEFAULT_EXECUTOR_DVS = 1000
 DEBUG_ENV = "DVMIRROR_DEBUG"
 
 STATE_DIR = ".dvmirror"
@@ -93,6 +96,7 @@ class MirrorSettings:
     driver_memory: str = "3g"
     sources_file: Path = Path(SOURCES_FILE)
     debug: bool = False
+    executor_threshold: int | None = DEFAULT_EXECUTOR_DVS  # None: DVs always converted on the driver
 
     @classmethod
     def resolve(
@@ -123,4 +127,15 @@ class MirrorSettings:
             driver_memory=env.get(DRIVER_MEMORY_ENV) or "3g",
             sources_file=Path(sources_file or env.get(SOURCES_ENV) or cwd / SOURCES_FILE).resolve(),
             debug=bool(env.get(DEBUG_ENV)),
+            executor_threshold=_threshold(env.get(EXECUTOR_DVS_ENV)),
         )
+
+
+def _threshold(value: str | None) -> int | None:
+    if value is None or value == "":
+        return DEFAULT_EXECUTOR_DVS
+    if value.lower() == "off":
+        return None
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{EXECUTOR_DVS_ENV} must be a positive number of DVs or `off`, got {value!r}")
+    return int(value)

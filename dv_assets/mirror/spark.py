@@ -8,6 +8,7 @@ coordinates itself through `spark.jars.packages`.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -76,6 +77,9 @@ def get_or_create_spark(settings: MirrorSettings, overrides: Mapping[str, Any] |
         catalog.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
         catalog.warehouse.mkdir(parents=True, exist_ok=True)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")  # local mode needs no routable address
+        # Python tasks (DV conversion) import the installed engine: by default they run with this
+        # interpreter, as the driver does (a cluster sets PYSPARK_PYTHON to its executors' Python).
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = SparkSession.builder
         for key, value in {**spark_config(settings), **(overrides or {})}.items():
             builder = builder.config(key, str(value))

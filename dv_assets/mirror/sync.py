@@ -23,7 +23,7 @@ from dv_assets.mirror.delta.column_mapping import check_field_ids_readable
 from dv_assets.mirror.delta.data_files import check_data_files_present, record_count
 from dv_assets.mirror.delta.paths import PathPolicy, table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable, VersionChange
-from dv_assets.mirror.dv.reader import DVTask, convert_dv_batch, resolve_dv_location
+from dv_assets.mirror.dv.reader import DVTask, resolve_dv_location
 from dv_assets.mirror.errors import (
     InvalidDeletionVectorError,
     MirrorConflictError,
@@ -32,7 +32,8 @@ from dv_assets.mirror.errors import (
 )
 from dv_assets.mirror.iceberg import metrics as iceberg_metrics
 from dv_assets.mirror.iceberg import schema as iceberg_schema
-from dv_assets.mirror.iceberg.content_files import PUFFIN, DataFile, DeleteFile
+from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
+from dv_assets.mirror.iceberg.delete_files import DeleteFileJob, write_delete_files, write_on_executors
 from dv_assets.mirror.iceberg.java import (
     DELTA_TABLE_ID_PROPERTY,
     DELTA_TABLE_PROPERTY,
@@ -45,10 +46,9 @@ from dv_assets.mirror.iceberg.java import (
     Snapshot,
 )
 from dv_assets.mirror.iceberg.layout import MirrorLayout, comparable
-from dv_assets.mirror.iceberg.position_deletes import write_position_delete_file
-from dv_assets.mirror.iceberg.puffin import build_puffin
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.plan import MirrorPlan, plan_version
+from dv_assets.mirror.settings import DEFAULT_EXECUTOR_DVS
 
 DEFAULT_FORMAT_VERSION = 3
 DELTA_PARTITION_COLUMNS_PROPERTY = "dvmirror.delta-partition-columns"
@@ -85,6 +85,7 @@ class VersionResult:
     delete_files: list[str]
     bytes_written: int
     seconds: float
+    dvs_converted_on: str = "none"  # "driver", "spark (N tasks)" or "none"
 
 
 @dataclass
@@ -117,12 +118,14 @@ def sync_table(
     until_version: int | None = None,
     on_version: Callable[[VersionResult], None] | None = None,
     allowed_roots: Sequence[str] = (),
+    executor_threshold: int | None = DEFAULT_EXECUTOR_DVS,
     iceberg: IcebergJava | None = None,
     io: FileIO | None = None,
 ) -> SyncResult:
     """Mirror Delta versions (last mirrored, min(until_version, latest)] into Iceberg `table_name`.
 
-    Files the log names must be inside the Delta table's root or one of `allowed_roots`.
+    Files the log names must be inside the Delta table's root or one of `allowed_roots`. A version with
+    at least `executor_threshold` DVs converts them in Spark tasks (None: always on the driver).
     `iceberg` and `io` are the seams to Iceberg Java and to storage (defaults: the session's catalog
     and `FileIO()`); tests pass their own to inject faults.
     """
@@ -201,8 +204,18 @@ def sync_table(
             for add in plan.add_data_files:
                 paths.check(add.location, what="data file")
             check_data_files_present(plan.add_data_files, io)
-            written = _write_deletes(
-                delta_root, plan, change, fmt, layout, current_schema, io, paths, written
+            converted_on = _write_deletes(
+                spark,
+                delta_root,
+                plan,
+                change,
+                fmt,
+                layout,
+                current_schema,
+                io,
+                paths,
+                executor_threshold,
+                written,
             )
             request = _commit_request(change, plan, deletes, written, current_schema, delta_root, io)
             request = dataclasses.replace(
@@ -248,6 +261,7 @@ def sync_table(
             delete_files=sorted({f.path for f in written}),
             bytes_written=sum({f.path: f.file_size_in_bytes for f in written}.values()),
             seconds=round(time.monotonic() - began, 3),
+            dvs_converted_on=converted_on,
         )
         result.versions.append(version_result)
         if on_version is not None:
@@ -376,6 +390,7 @@ def _partition(add: AddFile, metadata: Metadata, schema: dict) -> tuple:
 
 
 def _write_deletes(
+    spark: SparkSession,
     delta_root: str,
     plan: MirrorPlan,
     change: VersionChange,
@@ -384,20 +399,19 @@ def _write_deletes(
     schema: dict,
     io: FileIO,
     paths: PathPolicy,
+    executor_threshold: int | None,
     written: list[DeleteFile],
-) -> list[DeleteFile]:
-    """Convert the version's new DVs and write them as Puffin (v3) or position deletes (v2).
-
-    Each delete file is appended to `written` as soon as it exists, so the caller can remove what a
-    failed version wrote; returns `written`.
-    """
-    if not plan.write_dvs:
-        return written
+) -> str:
+    """Convert the version's new DVs and write them as Puffin (v3) or position deletes (v2), into
+    `written`; on the driver, or as Spark tasks when there are at least `executor_threshold` DVs.
+    Returns where the work ran, for the version's report."""
     tasks = [
         DVTask.of(delta_root, add.deletion_vector, data_file=add.location, num_records=_rows(add, fmt, io))
         for add in plan.write_dvs
         if add.deletion_vector is not None
     ]
+    if not tasks:
+        return "none"
     for task in tasks:
         location = resolve_dv_location(task.table_root, task.storage_type, task.path_or_inline_dv)
         if location is not None:
@@ -405,43 +419,19 @@ def _write_deletes(
                 paths.check(location, what="deletion vector file")
             except MirrorInputError as err:
                 raise InvalidDeletionVectorError(err.reason, file=task.data_file) from None
-    blobs = convert_dv_batch(tasks, io)
-    partitions = {add.location: _partition(add, change.metadata, schema) for add in plan.write_dvs}
-    if fmt >= 3:
-        puffin = build_puffin(blobs)
-        path = layout.puffin_path(change.version)
-        try:
-            io.write(path, puffin.content)
-        except BaseException:
-            io.delete_quietly([path])
-            raise
-        written += [
-            DeleteFile(
-                path=path,
-                file_format=PUFFIN,
-                partition=partitions[entry.referenced_data_file],
-                file_size_in_bytes=len(puffin.content),
-                record_count=entry.cardinality,
-                referenced_data_file=entry.referenced_data_file,
-                content_offset=entry.offset,
-                content_size_in_bytes=entry.length,
-            )
-            for entry in puffin.entries
-        ]
-    else:
-        io.makedirs(layout.delete_dir)
-        for dv in blobs:
-            path = layout.position_deletes_path(change.version)
-            try:
-                written.append(
-                    write_position_delete_file(
-                        path, dv.data_file, dv.positions(), partition=partitions[dv.data_file], io=io
-                    )
-                )
-            except BaseException:
-                io.delete_quietly([path])
-                raise
-    return written
+    job = DeleteFileJob(
+        tasks=tuple(tasks),
+        partitions={add.location: _partition(add, change.metadata, schema) for add in plan.write_dvs},
+        format_version=fmt,
+        layout=layout,
+        delta_version=change.version,
+    )
+    if executor_threshold is not None and len(tasks) >= executor_threshold:
+        on_executors, task_count = write_on_executors(spark, job, io)
+        written += on_executors
+        return f"spark ({task_count} tasks)"
+    write_delete_files(job, io, written)
+    return "driver"
 
 
 def _rows(add: AddFile, fmt: int, io: FileIO) -> int:

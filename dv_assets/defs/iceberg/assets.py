@@ -40,6 +40,7 @@ def version_metadata(result: VersionResult, table: str) -> dict[str, dg.Metadata
         "dvs_copied": dg.MetadataValue.int(result.dvs_written),
         "deletes_replaced": dg.MetadataValue.int(result.deletes_replaced),
         "bytes_written": dg.MetadataValue.int(result.bytes_written),
+        "dvs_converted_on": dg.MetadataValue.text(result.dvs_converted_on),
         "puffin_files": dg.MetadataValue.int(len(puffins)),
         "parquet_delete_files": dg.MetadataValue.int(len(parquets)),
         "delete_files": dg.MetadataValue.md(_files_md(result.delete_files)),
@@ -111,6 +112,7 @@ def build_iceberg_mirror_asset(
                 format_version=source.format_version,
                 until_version=version,
                 allowed_roots=source.allowed_roots,
+                executor_threshold=spark.settings.executor_threshold,
                 iceberg=iceberg,
                 on_version=lambda r: context.log.info(
                     f"mirrored Delta version {r.delta_version} ({r.operation}) as snapshot {r.snapshot_id}: "

@@ -1,0 +1,136 @@
+"""Writing one Delta version's delete files: each DV read and verified, then framed into a Puffin file (v3)
+or expanded into a position-delete Parquet file (v2) in the mirror's own folder.
+
+The same function runs on the driver (small versions) or inside Spark tasks (`write_on_executors`): the
+DVs are grouped by the file they live in, so each DV file is read by one task, and every task writes its
+own delete files straight into the table's data folder and returns only their entries. Work travels as
+plain picklable values (`DeleteFileJob`); executors import the installed `dv_assets` package.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from pyspark.sql import SparkSession
+
+from dv_assets.mirror.dv.reader import DVTask, convert_dv_batch, resolve_dv_location
+from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError, UnsupportedFeatureError
+from dv_assets.mirror.iceberg.content_files import PUFFIN, DeleteFile, PartitionJson
+from dv_assets.mirror.iceberg.layout import MirrorLayout
+from dv_assets.mirror.iceberg.position_deletes import write_position_delete_file
+from dv_assets.mirror.iceberg.puffin import build_puffin
+from dv_assets.mirror.io import FileIO
+
+# Errors a task reports back by name, so the driver raises the same refusal (table, version, file).
+_INPUT_ERRORS: dict[str, type[MirrorInputError]] = {
+    cls.__name__: cls for cls in (MirrorInputError, InvalidDeletionVectorError, UnsupportedFeatureError)
+}
+
+
+@dataclass(frozen=True)
+class DeleteFileJob:
+    """The DVs of one version (or a share of them) and what their delete files need."""
+
+    tasks: tuple[DVTask, ...]
+    partitions: Mapping[str, PartitionJson]  # by data file
+    format_version: int
+    layout: MirrorLayout
+    delta_version: int
+
+
+def write_delete_files(job: DeleteFileJob, io: FileIO, written: list[DeleteFile]) -> list[DeleteFile]:
+    """Convert the job's DVs and write them; each delete file is appended to `written` as soon as it
+    exists (so a caller can remove what a failed version wrote). Returns `written`."""
+    if not job.tasks:
+        return written
+    blobs = convert_dv_batch(job.tasks, io)
+    layout = job.layout
+    if job.format_version >= 3:
+        puffin = build_puffin(blobs)
+        path = layout.puffin_path(job.delta_version)
+        try:
+            io.write(path, puffin.content)
+        except BaseException:
+            io.delete_quietly([path])
+            raise
+        written += [
+            DeleteFile(
+                path=path,
+                file_format=PUFFIN,
+                partition=job.partitions[entry.referenced_data_file],
+                file_size_in_bytes=len(puffin.content),
+                record_count=entry.cardinality,
+                referenced_data_file=entry.referenced_data_file,
+                content_offset=entry.offset,
+                content_size_in_bytes=entry.length,
+            )
+            for entry in puffin.entries
+        ]
+        return written
+    io.makedirs(layout.delete_dir)
+    for dv in blobs:
+        path = layout.position_deletes_path(job.delta_version)
+        try:
+            written.append(
+                write_position_delete_file(
+                    path, dv.data_file, dv.positions(), partition=job.partitions[dv.data_file], io=io
+                )
+            )
+        except BaseException:
+            io.delete_quietly([path])
+            raise
+    return written
+
+
+def by_dv_file(tasks: Iterable[DVTask]) -> list[tuple[DVTask, ...]]:
+    """Tasks grouped by the DV file they read (an inline DV is a group of its own), largest first."""
+    groups: dict[str, list[DVTask]] = defaultdict(list)
+    for index, task in enumerate(tasks):
+        location = resolve_dv_location(task.table_root, task.storage_type, task.path_or_inline_dv)
+        groups[location or f"inline:{index}"].append(task)
+    return sorted((tuple(g) for g in groups.values()), key=len, reverse=True)
+
+
+def write_on_executors(spark: SparkSession, job: DeleteFileJob, io: FileIO) -> tuple[list[DeleteFile], int]:
+    """`write_delete_files` as Spark tasks, one or more DV files per task: the delete files and the
+    number of tasks. A refused DV raises the same MirrorInputError as on the driver, after the files
+    the other tasks wrote are removed."""
+    groups = by_dv_file(job.tasks)
+    slices = max(1, min(len(groups), spark.sparkContext.defaultParallelism * 4))
+    shares = [replace(job, tasks=group) for group in groups]
+    results = spark.sparkContext.parallelize(shares, slices).mapPartitions(_task(io)).collect()
+    written = [DeleteFile.from_json(entry) for result in results for entry in result["written"]]
+    refused = next((r["refused"] for r in results if r.get("refused")), None)
+    if refused is not None:
+        io.delete_quietly(f.path for f in written if job.layout.is_owned(f.path))
+        error = _INPUT_ERRORS.get(refused["kind"], MirrorInputError)
+        raise error(refused["reason"], file=refused["file"])
+    return written, slices
+
+
+def _task(io: FileIO):  # -> Callable[[Iterator[DeleteFileJob]], Iterator[dict]]
+    def run(shares: Iterator[DeleteFileJob]) -> Iterator[dict[str, Any]]:
+        written: list[DeleteFile] = []
+        mine = list(shares)
+        if not mine:
+            return
+        # One task's DV files make one Puffin file (v3).
+        merged = replace(
+            mine[0],
+            tasks=tuple(t for share in mine for t in share.tasks),
+            partitions={k: v for share in mine for k, v in share.partitions.items()},
+        )
+        try:
+            write_delete_files(merged, io, written)
+        except MirrorInputError as err:
+            io.delete_quietly(f.path for f in written)
+            refused = {"kind": type(err).__name__, "reason": err.reason, "file": err.file}
+            yield {"written": [], "refused": refused, "pid": os.getpid()}
+            return
+        yield {"written": [f.to_json() for f in written], "refused": None, "pid": os.getpid()}
+
+    return run
