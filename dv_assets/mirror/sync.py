@@ -85,7 +85,7 @@ class VersionResult:
     delete_files: list[str]
     bytes_written: int
     seconds: float
-    dvs_converted_on: str = "none"  # "driver", "spark (N tasks)" or "none"
+    dvs_converted_on: str = "none"  # "driver", "spark (N tasks on executor(s) …)" or "none"
 
 
 @dataclass
@@ -427,9 +427,9 @@ def _write_deletes(
         delta_version=change.version,
     )
     if executor_threshold is not None and len(tasks) >= executor_threshold:
-        on_executors, task_count = write_on_executors(spark, job, io)
+        on_executors, run = write_on_executors(spark, job, io)
         written += on_executors
-        return f"spark ({task_count} tasks)"
+        return str(run)
     write_delete_files(job, io, written)
     return "driver"
 

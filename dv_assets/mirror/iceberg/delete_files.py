@@ -10,6 +10,7 @@ plain picklable values (`DeleteFileJob`); executors import the installed `dv_ass
 from __future__ import annotations
 
 import os
+import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
@@ -95,9 +96,22 @@ def by_dv_file(tasks: Iterable[DVTask]) -> list[tuple[DVTask, ...]]:
     return sorted((tuple(g) for g in groups.values()), key=len, reverse=True)
 
 
-def write_on_executors(spark: SparkSession, job: DeleteFileJob, io: FileIO) -> tuple[list[DeleteFile], int]:
-    """`write_delete_files` as Spark tasks, one or more DV files per task: the delete files and the
-    number of tasks. A refused DV raises the same MirrorInputError as on the driver, after the files
+@dataclass(frozen=True)
+class SparkRun:
+    """Where a version's DV work ran: how many tasks, on which executors (`driver` in local mode)."""
+
+    tasks: int
+    executors: frozenset[str]
+
+    def __str__(self) -> str:
+        return f"spark ({self.tasks} tasks on executor(s) {', '.join(sorted(self.executors))})"
+
+
+def write_on_executors(
+    spark: SparkSession, job: DeleteFileJob, io: FileIO
+) -> tuple[list[DeleteFile], SparkRun]:
+    """`write_delete_files` as Spark tasks, one or more DV files per task: the delete files and where
+    they were written. A refused DV raises the same MirrorInputError as on the driver, after the files
     the other tasks wrote are removed."""
     groups = by_dv_file(job.tasks)
     slices = max(1, min(len(groups), spark.sparkContext.defaultParallelism * 4))
@@ -109,7 +123,15 @@ def write_on_executors(spark: SparkSession, job: DeleteFileJob, io: FileIO) -> t
         io.delete_quietly(f.path for f in written if job.layout.is_owned(f.path))
         error = _INPUT_ERRORS.get(refused["kind"], MirrorInputError)
         raise error(refused["reason"], file=refused["file"])
-    return written, slices
+    return written, SparkRun(slices, frozenset(r["executor"] for r in results))
+
+
+def _executor_id() -> str:
+    """The executor a Python task runs for, as the executor's own environment tells it (a standalone
+    or YARN executor exports its log URLs, which name it); `driver` in local mode."""
+    url = os.environ.get("SPARK_LOG_URL_STDERR", "")
+    found = re.search(r"executorId=([^&]+)", url)
+    return found.group(1) if found else "driver"
 
 
 def _task(io: FileIO):  # -> Callable[[Iterator[DeleteFileJob]], Iterator[dict]]
@@ -129,8 +151,8 @@ def _task(io: FileIO):  # -> Callable[[Iterator[DeleteFileJob]], Iterator[dict]]
         except MirrorInputError as err:
             io.delete_quietly(f.path for f in written)
             refused = {"kind": type(err).__name__, "reason": err.reason, "file": err.file}
-            yield {"written": [], "refused": refused, "pid": os.getpid()}
+            yield {"written": [], "refused": refused, "executor": _executor_id()}
             return
-        yield {"written": [f.to_json() for f in written], "refused": None, "pid": os.getpid()}
+        yield {"written": [f.to_json() for f in written], "refused": None, "executor": _executor_id()}
 
     return run
