@@ -1,0 +1,331 @@
+"""`make bench`: the scale figures of issue 9, each measured in one run and printed next to its target as
+a ratio (never part of `make test`).
+
+The Delta tables are synthetic and written directly (Parquet data files, JSON commits and DV files laid
+out as Delta's PROTOCOL.md says), except the last figure's, which Delta Spark writes and rewrites:
+
+    .venv/bin/python benchmarks/bench.py [--files 100000] [--dvs 10000] [--memory-dvs 100000]
+
+Spark start-up is excluded from every time. Figures: per-version cost at 100,000 files vs 100 files;
+the first version of a 100,000-file table; v3 DV bytes per second against `cp`; v2 positions per second
+per core; peak driver memory (Python peak RSS + JVM peak heap) during a version of 100,000 DVs; a 1%
+DELETE mirrored vs `REORG … APPLY (PURGE)` on a copy (bytes written and time).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import SparkSession
+
+from dv_assets.mirror.dv.codec import encode_blob, z85_encode
+from dv_assets.mirror.settings import CatalogLocation, MirrorSettings
+from dv_assets.mirror.spark import get_or_create_spark
+from dv_assets.mirror.sync import sync_table
+
+SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+PROTOCOL = {
+    "minReaderVersion": 3,
+    "minWriterVersion": 7,
+    "readerFeatures": ["deletionVectors"],
+    "writerFeatures": ["deletionVectors"],
+}
+
+
+@dataclass
+class Figure:
+    name: str
+    measured: float
+    unit: str
+    target: float
+    at_most: bool  # the target is an upper bound (else a lower bound)
+
+    @property
+    def ratio(self) -> float:
+        return self.measured / self.target if self.target else float("inf")
+
+    @property
+    def met(self) -> bool:
+        return self.measured <= self.target if self.at_most else self.measured >= self.target
+
+    def line(self) -> str:
+        bound = "<=" if self.at_most else ">="
+        verdict = "met" if self.met else "NOT met"
+        return (
+            f"{self.name:<62} {self.measured:>14,.3f} {self.unit:<10} target {bound} {self.target:>12,.3f}"
+            f"  ratio {self.ratio:>8.3f}  {verdict}"
+        )
+
+
+class SyntheticTable:
+    """A Delta table of identical Parquet files (one template's bytes), written without Spark."""
+
+    def __init__(self, root: Path, rows_per_file: int) -> None:
+        self.root = root
+        self.rows = rows_per_file
+        (root / "_delta_log").mkdir(parents=True)
+        template = root / "template.parquet"
+        pq.write_table(pa.table({"id": pa.array(range(rows_per_file), pa.int64())}), template)
+        self.content = template.read_bytes()
+        template.unlink()
+        self.version = -1
+        self.files: list[str] = []
+        self.dvs: dict[str, dict] = {}
+
+    def _commit(self, actions: list[dict]) -> int:
+        self.version += 1
+        path = self.root / "_delta_log" / f"{self.version:020d}.json"
+        path.write_text("".join(json.dumps(a) + "\n" for a in actions))
+        return self.version
+
+    def _add(self, name: str, dv: dict | None) -> dict:
+        add = {
+            "path": name,
+            "partitionValues": {},
+            "size": len(self.content),
+            "modificationTime": 0,
+            "dataChange": True,
+            "stats": json.dumps({"numRecords": self.rows}),
+        }
+        if dv is not None:
+            add["deletionVector"] = dv
+        return {"add": add}
+
+    def create(self, files: int) -> int:
+        actions: list[dict] = [
+            {"commitInfo": {"timestamp": 0, "operation": "WRITE"}},
+            {"protocol": PROTOCOL},
+            {
+                "metaData": {
+                    "id": str(uuid.uuid4()),
+                    "format": {"provider": "parquet", "options": {}},
+                    "schemaString": json.dumps(SCHEMA),
+                    "partitionColumns": [],
+                    "configuration": {"delta.enableDeletionVectors": "true"},
+                    "createdTime": 0,
+                }
+            },
+        ]
+        for _ in range(files):
+            name = f"part-{uuid.uuid4()}.parquet"
+            (self.root / name).write_bytes(self.content)
+            self.files.append(name)
+            actions.append(self._add(name, None))
+        return self._commit(actions)
+
+    def delete(self, names: Iterable[str], positions: Callable[[int], Iterable[int]]) -> tuple[int, int]:
+        """A DELETE giving each named file a new DV (all in one DV file); the version and DV bytes."""
+        dv_id = uuid.uuid4()
+        dv_bytes = bytearray(b"\x01")
+        actions: list[dict] = [{"commitInfo": {"timestamp": self.version + 1, "operation": "DELETE"}}]
+        for index, name in enumerate(names):
+            deleted = sorted(positions(index))
+            blob = encode_blob(deleted)
+            dv = {
+                "storageType": "u",
+                "pathOrInlineDv": z85_encode(dv_id.bytes),
+                "offset": len(dv_bytes),
+                "sizeInBytes": len(blob) - 8,
+                "cardinality": len(deleted),
+            }
+            dv_bytes += blob
+            remove = {"path": name, "dataChange": True, "partitionValues": {}, "size": len(self.content)}
+            if name in self.dvs:
+                remove["deletionVector"] = self.dvs[name]
+            actions += [{"remove": remove}, self._add(name, dv)]
+            self.dvs[name] = dv
+        (self.root / f"deletion_vector_{dv_id}.bin").write_bytes(bytes(dv_bytes))
+        return self._commit(actions), len(dv_bytes) - 1
+
+
+def _timed_sync(spark: SparkSession, root: Path, table: str, until: int, **kwargs) -> float:
+    began = time.monotonic()
+    result = sync_table(spark, root, table, until_version=until, **kwargs)
+    assert result.mirrored_versions and result.mirrored_versions[-1] == until, result.mirrored_versions
+    return time.monotonic() - began
+
+
+def per_version_and_first_version(spark: SparkSession, tmp: Path, files: int) -> list[Figure]:
+    times: dict[int, float] = {}
+    first = 0.0
+    for size in (100, files):
+        table = SyntheticTable(tmp / f"flat_{size}", rows_per_file=100)
+        v0 = table.create(size)
+        seconds = _timed_sync(spark, table.root, f"bench.flat_{size}", v0)
+        if size == files:
+            first = seconds
+        samples = []
+        for round_ in range(5):
+            touched = table.files[round_ * 10 : round_ * 10 + 10]
+            version, _ = table.delete(touched, lambda _i, r=round_: range(r, 100, 7))
+            samples.append(_timed_sync(spark, table.root, f"bench.flat_{size}", version))
+        times[size] = statistics.median(samples)
+        print(
+            f"  {size:>7} files: first version {seconds:.1f} s; a 10-DV version {times[size] * 1000:.0f} ms"
+        )
+    return [
+        Figure(
+            f"a 10-file version at {files:,} files vs at 100 files", times[files] / times[100], "x", 1.2, True
+        ),
+        Figure(f"first version of a {files:,}-file table", first, "s", 30.0, True),
+        Figure(
+            f"first version of a {files:,}-file table, files per second",
+            files / first,
+            "files/s",
+            3000,
+            False,
+        ),
+    ]
+
+
+def dv_bytes_against_cp(spark: SparkSession, tmp: Path, dvs: int) -> Figure:
+    table = SyntheticTable(tmp / "v3_dvs", rows_per_file=1000)
+    v0 = table.create(dvs)
+    _timed_sync(spark, table.root, "bench.v3_dvs", v0)
+    version, dv_bytes = table.delete(table.files, lambda i: range(i % 50, 1000, 3))
+    seconds = _timed_sync(spark, table.root, "bench.v3_dvs", version)
+    dv_file = next(table.root.glob("deletion_vector_*.bin"))
+    began = time.monotonic()
+    shutil.copyfile(dv_file, tmp / "copy.bin")
+    cp_seconds = max(time.monotonic() - began, 1e-6)
+    ratio = (dv_bytes / seconds) / (dv_file.stat().st_size / cp_seconds)
+    print(f"  v3: {dvs:,} DVs, {dv_bytes:,} bytes in {seconds:.2f} s; cp {cp_seconds * 1000:.1f} ms")
+    return Figure(f"v3: DV bytes/s for {dvs:,} DVs against cp of the same bytes", ratio, "of cp", 0.5, False)
+
+
+def positions_per_core(spark: SparkSession, tmp: Path) -> Figure:
+    rows, files = 1_000_000, 10
+    table = SyntheticTable(tmp / "v2_positions", rows_per_file=rows)
+    v0 = table.create(files)
+    _timed_sync(spark, table.root, "bench.v2_positions", v0, format_version=2)
+    version, _ = table.delete(table.files, lambda i: range(i % 2, rows, 2))
+    seconds = _timed_sync(spark, table.root, "bench.v2_positions", version)
+    positions = files * rows // 2
+    cores = max(1, spark.sparkContext.defaultParallelism)
+    print(f"  v2: {positions:,} positions in {seconds:.2f} s on {cores} core(s)")
+    return Figure(
+        "v2: positions written per second per core", positions / seconds / cores, "pos/s", 20e6, False
+    )
+
+
+def _heap_pools(spark: SparkSession) -> list:
+    factory = spark._jvm.java.lang.management.ManagementFactory
+    return [p for p in factory.getMemoryPoolMXBeans() if str(p.getType()) == "Heap memory"]
+
+
+def peak_memory(spark: SparkSession, tmp: Path, dvs: int) -> Figure:
+    """Peaks while one version gives `dvs` files a DV: the Python process's resident set (VmHWM, reset
+    just before) plus the JVM heap pools' peak use (reset just before)."""
+    table = SyntheticTable(tmp / "memory", rows_per_file=100)
+    v0 = table.create(dvs)
+    _timed_sync(spark, table.root, "bench.memory", v0)
+    version, _ = table.delete(table.files, lambda i: range(i % 7, 100, 11))
+    gc.collect()
+    spark._jvm.java.lang.System.gc()
+    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM, the peak resident set
+    for pool in _heap_pools(spark):
+        pool.resetPeakUsage()
+    seconds = _timed_sync(spark, table.root, "bench.memory", version)
+    status = Path("/proc/self/status").read_text()
+    python_peak = (
+        int(next(line for line in status.splitlines() if line.startswith("VmHWM")).split()[1]) * 1024
+    )
+    jvm_peak = sum(int(pool.getPeakUsage().getUsed()) for pool in _heap_pools(spark))
+    print(
+        f"  {dvs:,} DVs in one version: {seconds:.1f} s; Python peak RSS {python_peak / 2**20:.0f} MiB, "
+        f"JVM peak heap {jvm_peak / 2**20:.0f} MiB"
+    )
+    return Figure(
+        f"peak driver memory (Python RSS + JVM heap), a version of {dvs:,} DVs",
+        (python_peak + jvm_peak) / 2**30,
+        "GiB",
+        1.0,
+        True,
+    )
+
+
+def delete_vs_rewrite(spark: SparkSession, tmp: Path) -> list[Figure]:
+    root = tmp / "rewrite"
+    ref = f"delta.`{root}`"
+    spark.sql(
+        f"CREATE TABLE {ref} (id BIGINT, payload STRING) USING delta "
+        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+    )
+    spark.range(0, 2_000_000).selectExpr("id", "sha2(CAST(id AS STRING), 256) AS payload").repartition(
+        8
+    ).write.format("delta").mode("append").save(str(root))
+    sync_table(spark, root, "bench.rewrite")
+    spark.sql(f"DELETE FROM {ref} WHERE id % 100 = 0")
+    began = time.monotonic()
+    result = sync_table(spark, root, "bench.rewrite")
+    mirror_seconds = time.monotonic() - began
+    mirror_bytes = sum(v.bytes_written for v in result.versions)
+    copy = tmp / "rewrite_copy"
+    shutil.copytree(root, copy)
+    before = {p for p in copy.rglob("*.parquet")}
+    began = time.monotonic()
+    spark.sql(f"REORG TABLE delta.`{copy}` APPLY (PURGE)")
+    rewrite_seconds = time.monotonic() - began
+    rewrite_bytes = sum(p.stat().st_size for p in copy.rglob("*.parquet") if p not in before)
+    print(
+        f"  1% DELETE of 2,000,000 rows: mirrored {mirror_bytes:,} bytes in {mirror_seconds:.2f} s; "
+        f"REORG PURGE rewrote {rewrite_bytes:,} bytes in {rewrite_seconds:.2f} s"
+    )
+    return [
+        Figure(
+            "1% DELETE mirrored vs REORG PURGE: bytes",
+            mirror_bytes / rewrite_bytes,
+            "of rewrite",
+            1 / 1000,
+            True,
+        ),
+        Figure(
+            "1% DELETE mirrored vs REORG PURGE: time",
+            mirror_seconds / rewrite_seconds,
+            "of rewrite",
+            1 / 20,
+            True,
+        ),
+    ]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--files", type=int, default=100_000, help="files of the big table")
+    parser.add_argument("--dvs", type=int, default=10_000, help="DVs of the v3 bytes-per-second version")
+    parser.add_argument("--memory-dvs", type=int, default=100_000, help="DVs of the memory version")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="dvmirror-bench-") as name:
+        tmp = Path(name)
+        settings = MirrorSettings.resolve(catalog=CatalogLocation.under(tmp / "iceberg"))
+        spark = get_or_create_spark(settings)
+        print(
+            f"dv-mirror bench: {os.cpu_count()} cores; Spark {spark.version}, "
+            f"master {spark.sparkContext.master}"
+        )
+        figures = per_version_and_first_version(spark, tmp, args.files)
+        figures.append(dv_bytes_against_cp(spark, tmp, args.dvs))
+        figures.append(positions_per_core(spark, tmp))
+        figures += delete_vs_rewrite(spark, tmp)
+        figures.append(peak_memory(spark, tmp, args.memory_dvs))
+        print()
+        for figure in figures:
+            print(figure.line())
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
