@@ -7,7 +7,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 JARS := .jars/.copied
 
-.PHONY: setup jars demo test test-long test-faults lint ui ui-test clean
+.PHONY: setup jars demo test test-long test-faults bench lint ui ui-test clean
 
 setup: $(INSTALLED) $(JARS)
 
@@ -32,6 +32,10 @@ test: setup lint
 # Longer randomized DML histories; not part of `make test`.
 test-long: setup
 	$(BIN)/pytest -m slow
+
+# The scale figures of issue 9, each next to its target (synthetic tables; takes a while); not part of `make test`.
+bench: setup
+	$(BIN)/python benchmarks/bench.py
 
 # The long fault suite (races for many rounds, forced interleavings at every version); not part of `make test`.
 test-faults: setup
