@@ -1,5 +1,6 @@
 # The README's two commands, `make demo` and `make test`, each do the whole set-up first:
-# a virtual environment in .venv/, the package with its dev extras, and the JVM jars from Maven in .jars/.
+# a virtual environment in .venv/, the package with its dev extras, and the JVM jars in .jars/: the project's
+# own helper built by Maven from jvm/src and its dependencies from Maven Central.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
@@ -18,9 +19,9 @@ $(INSTALLED): pyproject.toml
 	touch $@
 
 jars: $(JARS)
-$(JARS): jvm/pom.xml
+$(JARS): jvm/pom.xml $(shell find jvm/src -name '*.java')
 	rm -rf .jars
-	cd jvm && mvn --batch-mode --quiet dependency:copy-dependencies
+	cd jvm && mvn --batch-mode --quiet package dependency:copy-dependencies
 	touch $@
 
 demo: setup

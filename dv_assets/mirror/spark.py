@@ -2,7 +2,8 @@
 
 Spark gets its JVM side (Delta, Iceberg, sqlite-jdbc) from the jars `make jars` copies out of Maven
 (`jvm/pom.xml`) into the settings' jars folder, or, with `DVMIRROR_SPARK_PACKAGES=1`, resolves the same
-coordinates itself through `spark.jars.packages`.
+coordinates itself through `spark.jars.packages`. The project's own helper, `dvmirror-jvm.jar` (built
+from jvm/src by the same `make jars`), always comes from the jars folder.
 """
 
 from __future__ import annotations
@@ -26,15 +27,21 @@ SPARK_PACKAGES = (
     "org.xerial:sqlite-jdbc:3.54.1.0",
 )
 CATALOG_URI_KEY = f"spark.sql.catalog.{ICEBERG_CATALOG_NAME}.uri"
+HELPER_JAR = "dvmirror-jvm.jar"
+
+
+def helper_jar(jars_dir: Path) -> str:
+    jar = Path(jars_dir) / HELPER_JAR
+    if not jar.is_file():
+        raise FileNotFoundError(
+            f"no {HELPER_JAR} in {jars_dir}: run `make jars` (mvn, see jvm/pom.xml) or set DVMIRROR_JARS"
+        )
+    return str(jar)
 
 
 def jar_paths(jars_dir: Path) -> list[str]:
-    jars = sorted(str(p) for p in Path(jars_dir).glob("*.jar"))
-    if not jars:
-        raise FileNotFoundError(
-            f"no jars in {jars_dir}: run `make jars` (mvn, see jvm/pom.xml) or set DVMIRROR_JARS"
-        )
-    return jars
+    helper_jar(jars_dir)
+    return sorted(str(p) for p in Path(jars_dir).glob("*.jar"))
 
 
 def spark_config(settings: MirrorSettings) -> dict[str, str]:
@@ -60,6 +67,7 @@ def spark_config(settings: MirrorSettings) -> dict[str, str]:
         conf[f"spark.sql.catalog.{ICEBERG_CATALOG_NAME}.{key}"] = value
     if settings.spark_packages:
         conf["spark.jars.packages"] = ",".join(SPARK_PACKAGES)
+        conf["spark.jars"] = helper_jar(settings.jars_dir)
     else:
         conf["spark.jars"] = ",".join(jar_paths(settings.jars_dir))
     return conf

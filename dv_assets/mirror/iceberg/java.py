@@ -5,7 +5,10 @@ opens too). What crosses the seam is Python values: a `MirrorTable` (location, f
 properties, schema, snapshots with their Delta versions), `DeleteFile`s by data file, the files each
 snapshot references; and typed requests in (`NewTable`, `CommitRequest`). Content files cross py4j as
 the JSON of Iceberg's own `ContentFileParser`, so Iceberg Java builds its `DataFile`/`DeleteFile`
-objects itself (py4j would otherwise box longs as Integers inside metrics maps and partition tuples).
+objects itself (py4j would otherwise box longs as Integers inside metrics maps and partition tuples),
+and they cross in bulk: one call per version stages all of them and one call per run reads the table's
+delete files back, through the project's helper `dev.dvmirror.ContentFileBatch` (jvm/src, built by
+`make jars`), never a round trip per file.
 
 Each Delta version becomes one Iceberg transaction: optional schema/property updates and one row-delta
 snapshot, committed together or not at all.
@@ -55,6 +58,8 @@ _CONFLICTS = (
     "org.apache.iceberg.exceptions.AlreadyExistsException",
 )
 _UNKNOWN_OUTCOME = "org.apache.iceberg.exceptions.CommitStateUnknownException"
+# The project's JVM helper (jvm/src/main/java/dev/dvmirror/ContentFileBatch.java).
+CONTENT_FILE_BATCH = "dev.dvmirror.ContentFileBatch"
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,7 @@ class IcebergJava:
         self._iceberg = self._jvm.org.apache.iceberg
         spark_catalog = spark._jsparkSession.sessionState().catalogManager().catalog(ICEBERG_CATALOG_NAME)
         self._catalog = spark_catalog.icebergCatalog()
+        self._batch = _helper_class(self._jvm, CONTENT_FILE_BATCH)
 
     # -- reading -----------------------------------------------------------------------------------
     def _identifier(self, table_name: str):
@@ -246,11 +252,8 @@ class IcebergJava:
         if snapshot is None:
             return {}
         found: dict[str, DeleteFile] = {}
-        for delete_file in self._delete_entries(table, snapshot.deleteManifests(table.io())):
-            spec = table.specs().get(delete_file.specId())
-            parsed = DeleteFile.from_json(
-                json.loads(self._iceberg.ContentFileParser.toJson(delete_file, spec))
-            )
+        for line in str(self._batch.deleteFiles(table, snapshot.snapshotId())).splitlines():
+            parsed = DeleteFile.from_json(json.loads(line))
             found[parsed.referenced_data_file] = parsed
         return found
 
@@ -290,10 +293,6 @@ class IcebergJava:
                 entries.close()
 
     # -- writing -----------------------------------------------------------------------------------
-    def _content_file(self, content_file: DataFile | DeleteFile, spec):
-        node = self._iceberg.util.JsonUtil.mapper().readTree(json.dumps(content_file.to_json()))
-        return self._iceberg.ContentFileParser.fromJson(node, spec)
-
     def create(self, table_name: str, new_table: NewTable, location: str) -> MirrorTable:
         """Create the (empty) mirror table with the schema's field ids exactly as given.
 
@@ -395,14 +394,11 @@ class IcebergJava:
                 .validateDeletedFiles()
                 .validateNoConflictingDeleteFiles()
             )
-        for delete_file in request.remove_delete_files:
-            row_delta = row_delta.removeDeletes(self._content_file(delete_file, spec))
-        for data_file in request.remove_data_files:
-            row_delta = row_delta.removeRows(self._content_file(data_file, spec))
-        for data_file in request.add_data_files:
-            row_delta = row_delta.addRows(self._content_file(data_file, spec))
-        for delete_file in request.add_delete_files:
-            row_delta = row_delta.addDeletes(self._content_file(delete_file, spec))
+        staged = self._batch.stage(row_delta, _content_file_lines(request), spec)
+        expected = sum(map(len, (request.remove_delete_files, request.remove_data_files)))
+        expected += len(request.add_data_files) + len(request.add_delete_files)
+        if staged != expected:
+            raise RuntimeError(f"staged {staged} content files of {expected} for {request.delta_version}")
         row_delta = row_delta.set(DELTA_VERSION_PROPERTY, str(request.delta_version))
         for key, value in request.summary.items():
             row_delta = row_delta.set(key, value)
@@ -479,6 +475,32 @@ class IcebergJava:
         """Remove the table from the catalog without deleting any file (never a purge: the data files
         are Delta's). False when there was no such table."""
         return bool(self._catalog.dropTable(self._identifier(table_name), False))
+
+
+def _content_file_lines(request: CommitRequest) -> str:
+    """The request's content files for `ContentFileBatch.stage`: `<action> TAB <ContentFileParser JSON>`
+    per line, removals first."""
+    batches: tuple[tuple[str, tuple[DataFile | DeleteFile, ...]], ...] = (
+        ("remove-delete", request.remove_delete_files),
+        ("remove-data", request.remove_data_files),
+        ("add-data", request.add_data_files),
+        ("add-delete", request.add_delete_files),
+    )
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    return "".join(f"{action}\t{dumps(f.to_json())}\n" for action, files in batches for f in files)
+
+
+def _helper_class(jvm: Any, name: str) -> Any:
+    """A class of the project's JVM helper; a clear error when its jar is not on Spark's classpath."""
+    found = jvm
+    for part in name.split("."):
+        found = getattr(found, part)
+    if type(found).__name__ != "JavaClass":
+        raise RuntimeError(
+            f"{name} is not on the Spark driver's classpath: build the project's JVM helper with `make jars` "
+            "(jvm/pom.xml) and point DVMIRROR_JARS at the folder holding dvmirror-jvm.jar"
+        )
+    return found
 
 
 def _java_exception(err: Py4JJavaError) -> str:
