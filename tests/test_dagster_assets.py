@@ -1,29 +1,48 @@
-"""The partitioned assets and their blocking checks, materialized through Dagster."""
+"""The partitioned assets and their blocking checks, materialized through Dagster: one partition, or a
+partition range in one run (the sensor's backlog), every version recorded and checked on its own."""
 
 from __future__ import annotations
+
+import json
 
 import dagster as dg
 import pytest
 
+from dv_assets.defs.sensors import mirror_range_request
 from dv_assets.mirror.iceberg.java import CommitRequest, IcebergJava
+from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import (
     build_source,
+    checks_by_partition,
     checks_passed,
     definitions,
+    evaluate_sensor,
+    launch_requested_runs,
     make_source,
     materializations,
     materialize_version,
+    recorded_check_status,
+    recorded_materializations,
 )
+
+CHECKS = ["one_dv_per_data_file", "row_count_matches"]
+BOTH_PASS = {"row_count_matches": True, "one_dv_per_data_file": True}
 
 
 def test_delta_versions_record_what_each_commit_did(copy_fixture) -> None:
     built = build_source(make_source(copy_fixture("dv-partitioned-with-checkpoint")))
+    key = built.source.delta_asset_key
     with dg.instance_for_test() as instance:
-        instance.add_dynamic_partitions(built.partitions_def.name, ["0", "6", "9"])
-        meta = {}
-        for v in (0, 6, 9):
-            result = dg.materialize([built.delta_versions], instance=instance, partition_key=str(v))
-            meta[v] = materializations(result, built.source.delta_asset_key)[str(v)]
+        instance.add_dynamic_partitions(built.partitions_def.name, [str(v) for v in range(10)])
+        # One run over the range 0..9 (as the sensor requests it) records each version on its own.
+        result = dg.materialize(
+            [built.delta_versions], instance=instance, tags=mirror_range_request(built.source, 0, 9).tags
+        )
+        in_run = materializations(result, key)
+        assert in_run == recorded_materializations(instance, key, [str(v) for v in range(10)])
+    meta = {int(p): m for p, m in in_run.items()}
+    assert sorted(meta) == list(range(10))
+    assert all(meta[v]["delta_version"] == v for v in meta)
     assert meta[0]["operation"] == "WRITE"
     assert meta[0]["data_files_added"] == 20 and meta[0]["live_rows"] == 50
     # v6 replaces a DV (one more row deleted); v9 removes a data file that carried a DV.
@@ -44,6 +63,8 @@ def test_mirror_in_order_reports_gaps_and_existing_snapshots(spark, catalog, cop
         assert mirrored["3"]["mirrored_versions"] == "0, 1, 2, 3"
         assert len({m["snapshot_id"] for m in mirrored.values()}) == 4
         assert checks_passed(first) == {"row_count_matches": True, "one_dv_per_data_file": True}
+        # The gap's versions are checked too, each on its own partition.
+        assert checks_by_partition(first) == {str(v): BOTH_PASS for v in range(4)}
         assert instance.get_materialized_partitions(dg.AssetKey(key)) == {"0", "1", "2", "3"}
 
         snapshots = spark.sql(f"SELECT * FROM {built.source.spark_table}.snapshots").count()
@@ -56,6 +77,79 @@ def test_mirror_in_order_reports_gaps_and_existing_snapshots(spark, catalog, cop
         later = materialize_version(built, catalog, instance, 9)
         assert materializations(later, key)["9"]["mirrored_versions"] == "4, 5, 6, 7, 8, 9"
         assert all(checks_passed(later).values())
+        assert checks_by_partition(later) == {str(v): BOTH_PASS for v in range(4, 10)}
+
+
+@pytest.mark.spark
+def test_a_backlog_is_one_run_with_every_version_recorded_and_checked(spark, catalog, copy_fixture) -> None:
+    source = make_source(copy_fixture("dv-partitioned-with-checkpoint"))
+    defs = definitions([source], catalog)
+    versions = [str(v) for v in range(16)]
+    with dg.instance_for_test() as instance:
+        tick = evaluate_sensor(defs, "delta_version_sensor", instance, None)
+        (run,) = launch_requested_runs(defs, instance, tick)
+        assert run.success
+        assert instance.get_runs_count() == 1  # 16 versions, one run (one Spark session)
+
+        # Each version is a materialization of its own partition, with its own metadata, of both assets.
+        delta = materializations(run, source.delta_asset_key)
+        mirror = materializations(run, source.mirror_asset_key)
+        assert sorted(delta, key=int) == sorted(mirror, key=int) == versions
+        assert all(delta[p]["delta_version"] == mirror[p]["delta_version"] == int(p) for p in versions)
+        assert len({m["snapshot_id"] for m in mirror.values()}) == 16
+        v6 = mirror["6"]  # replaces a DV: its own figures, not the run's
+        assert (v6["operation"], v6["dvs_copied"], v6["deletes_replaced"]) == ("DELETE", 1, 1)
+        assert mirror["15"]["mirrored_versions"] == ", ".join(versions)
+        assert "mirrored_versions" not in mirror["14"]  # the run's totals go on its newest version only
+        assert recorded_materializations(instance, source.mirror_asset_key, versions) == mirror
+        assert instance.get_materialized_partitions(dg.AssetKey(source.mirror_asset_key)) == set(versions)
+
+        # ... and is checked by both checks, each result on its own partition, in the run and the instance.
+        assert checks_by_partition(run) == {p: BOTH_PASS for p in versions}
+        by_version = {(e.check_name, e.partition): e for e in run.get_asset_check_evaluations()}
+        assert by_version["row_count_matches", "9"].metadata["delta_version"].value == 9
+        assert recorded_check_status(instance, source.mirror_asset_key, CHECKS, versions) == {
+            p: {name: "SUCCEEDED" for name in CHECKS} for p in versions
+        }
+        assert evaluate_sensor(defs, "delta_version_sensor", instance, tick.cursor).run_requests == []
+
+
+@pytest.mark.spark
+def test_a_check_failing_on_an_earlier_version_of_the_run_fails_the_run(spark, catalog, copy_fixture) -> None:
+    table = copy_fixture("dv-partitioned-with-checkpoint")
+    source = make_source(table)
+    sync_table(spark, table, source.iceberg_table, until_version=7)
+    # Version 8's writer recorded one row too many for the file whose DV it replaced. The sync trusts
+    # the statistics; the row-count check reads the data. Versions 8 and 9 replay commit 8 (the
+    # checkpoint at 10 has the true count), so only they are wrong.
+    commit = table / "_delta_log" / f"{8:020d}.json"
+    actions = [json.loads(line) for line in commit.read_text().splitlines()]
+    (add,) = [a["add"] for a in actions if "add" in a]
+    stats = json.loads(add["stats"])
+    stats["numRecords"] += 1
+    add["stats"] = json.dumps(stats)
+    commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    (commit.parent / f".{commit.name}.crc").unlink()  # Hadoop's checksum of the old bytes
+
+    defs = definitions([source], catalog)
+    versions = [str(v) for v in range(8, 16)]
+    with dg.instance_for_test() as instance:
+        tick = evaluate_sensor(defs, "delta_version_sensor", instance, json.dumps({source.name: 7}))
+        (run,) = launch_requested_runs(defs, instance, tick)
+        assert not run.success  # blocking checks: a failure on any version fails the run
+
+        # Every version of the run is still recorded, and checked on its own partition.
+        assert sorted(materializations(run, source.mirror_asset_key), key=int) == versions
+        wrong = {"row_count_matches": False, "one_dv_per_data_file": True}
+        assert checks_by_partition(run) == {p: wrong if p in ("8", "9") else BOTH_PASS for p in versions}
+        failed = {e.partition: e for e in run.get_asset_check_evaluations() if not e.passed}
+        rows = failed["8"].metadata
+        assert rows["delta_rows_from_log"].value == rows["iceberg_rows_read"].value + 1
+        recorded = recorded_check_status(instance, source.mirror_asset_key, ["row_count_matches"], versions)
+        assert {p for p, s in recorded.items() if s["row_count_matches"] == "FAILED"} == {"8", "9"}
+        assert {p for p, s in recorded.items() if s["row_count_matches"] == "SUCCEEDED"} == set(versions[2:])
+        failure = next(e for e in run.all_events if e.event_type_value == "STEP_FAILURE")
+        assert failure.step_key is not None and "row_count_matches" in failure.step_key
 
 
 @pytest.mark.spark
@@ -88,3 +182,4 @@ def test_checks_fail_on_a_damaged_mirror(spark, catalog, copy_fixture) -> None:
         rerun = materialize_version(built, catalog, instance, 1, raise_on_error=False)
         assert not rerun.success
         assert checks_passed(rerun) == {"row_count_matches": False, "one_dv_per_data_file": False}
+        assert set(checks_by_partition(rerun)) == {"1"}  # nothing mirrored: only the run's partition

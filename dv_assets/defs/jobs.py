@@ -1,6 +1,9 @@
-"""Jobs: per source, `mirror_<name>` (both assets and their blocking checks, one partition per run) and
-`checks_<name>` (the asset checks only, for CI: run with the `dagster/partition` tag set to a Delta
-version); and `cleanup` (snapshot expiry and reclaiming the mirror's own files, see cleanup.py).
+"""Jobs: per source, `mirror_<name>` (both assets and their blocking checks, for one partition or a
+partition range in one run: the assets' backfill policy is `single_run`, and the sensor requests its
+backlog as one range) and `checks_<name>` (the asset checks only, for CI: run with the
+`dagster/partition` tag set to a Delta version, or the `dagster/asset_partition_range_start` / `_end`
+tags set to a range); and `cleanup` (snapshot expiry and reclaiming the mirror's own files, see
+maintenance.py).
 
 A job spans one partitions definition, and each source has its own (its Delta versions), so the
 mirror and checks jobs are per source.
@@ -25,8 +28,9 @@ def build_mirror_job(
             dg.AssetKey(source.delta_asset_key), dg.AssetKey(source.mirror_asset_key)
         ),
         partitions_def=partitions_def,
-        description=f"Record Delta version N of {source.name} and mirror it into {source.iceberg_table}, "
-        "then run the blocking checks on the snapshot.",
+        description=f"Record Delta versions of {source.name} (one partition or a range, in one run) and "
+        f"mirror them into {source.iceberg_table}, one snapshot each, then run the blocking checks on "
+        "every version's snapshot.",
         tags=source.tags,
     )
 
@@ -38,6 +42,7 @@ def build_checks_job(
         name=source.checks_job_name,
         selection=dg.AssetSelection.checks_for_assets(dg.AssetKey(source.mirror_asset_key)),
         partitions_def=partitions_def,
-        description=f"Only the asset checks of {source.iceberg_table} (for CI), for one Delta version.",
+        description=f"Only the asset checks of {source.iceberg_table} (for CI), for one Delta version "
+        "or a range of them.",
         tags=source.tags,
     )

@@ -1,8 +1,12 @@
 """Sensors: new Delta commits become partitions and mirror runs; compacted DVs trigger the cleanup.
 
 * `delta_version_sensor` lists each source's `_delta_log` (pure Python), adds the new versions as
-  partitions of that source's `delta_versions__<name>` definition in ascending order, and requests one
-  `mirror_<name>` run per new version, in order. Cursor: `{"<source name>": last seen version}` as JSON.
+  partitions of that source's `delta_versions__<name>` definition in ascending order, and requests ONE
+  `mirror_<name>` run per source and tick for all of them: a partition-range run (first..last new
+  version; the assets' `BackfillPolicy.single_run()`), so a backlog of 1,000 versions is one run and
+  one Spark start-up, and each version is still recorded and checked as its own partition. Run key
+  `<source>:v<first>-<last>` (`<source>:v<N>` for one version). Cursor: `{"<source name>": last seen
+  version}` as JSON.
 * `compacted_deletes_sensor` reads each mirror's last mirrored Delta version (pyiceberg, no Spark) and
   looks at the Delta commits mirrored since its cursor; commits that removed files carrying DVs or
   replaced DVs (OPTIMIZE, REORG … APPLY (PURGE), DV updates) leave mirror-owned delete files behind
@@ -16,10 +20,14 @@ import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,  # what dg.define_asset_job returns; not exported as dg.*
 )
+from dagster._core.storage.tags import (  # the tags of a partition-range run; not exported as dg.*
+    ASSET_PARTITION_RANGE_END_TAG,
+    ASSET_PARTITION_RANGE_START_TAG,
+)
 
 from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.maintenance import cleanup_run_config
-from dv_assets.defs.sources import VERSION_TAG, DeltaSource
+from dv_assets.defs.sources import VERSIONS_TAG, DeltaSource
 from dv_assets.mirror.delta.facts import drops_dv_files
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorInputError
@@ -29,6 +37,22 @@ from dv_assets.mirror.settings import CatalogLocation
 
 def _cursor(context: dg.SensorEvaluationContext) -> dict[str, int]:
     return {k: int(v) for k, v in json.loads(context.cursor).items()} if context.cursor else {}
+
+
+def mirror_range_request(source: DeltaSource, first: int, last: int) -> dg.RunRequest:
+    """One `mirror_<source>` run for Delta versions first..last: a partition-range run, which the
+    single-run backfill policy of the assets executes as one run (one step per asset and check)."""
+    versions = str(first) if first == last else f"{first}-{last}"
+    return dg.RunRequest(
+        run_key=f"{source.name}:v{versions}",
+        job_name=source.mirror_job_name,
+        tags={
+            **source.tags,
+            VERSIONS_TAG: versions,
+            ASSET_PARTITION_RANGE_START_TAG: partition_key(first),
+            ASSET_PARTITION_RANGE_END_TAG: partition_key(last),
+        },
+    )
 
 
 def build_delta_version_sensor(
@@ -41,7 +65,7 @@ def build_delta_version_sensor(
         jobs=jobs,
         minimum_interval_seconds=30,
         description="Finds new commits in each source's _delta_log; adds them as partitions (ascending) "
-        "and requests a mirror run per version, in order.",
+        "and requests one mirror run per source for all of them (a partition range).",
     )
     def delta_version_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         cursor = _cursor(context)
@@ -65,15 +89,7 @@ def build_delta_version_sensor(
             to_add = [partition_key(v) for v in new_versions if partition_key(v) not in existing]
             if to_add:
                 partition_requests.append(partitions_def.build_add_request(to_add))
-            for v in new_versions:
-                run_requests.append(
-                    dg.RunRequest(
-                        run_key=f"{source.name}:v{v}",
-                        job_name=source.mirror_job_name,
-                        partition_key=partition_key(v),
-                        tags={**source.tags, VERSION_TAG: str(v)},
-                    )
-                )
+            run_requests.append(mirror_range_request(source, new_versions[0], latest))
             cursor[source.name] = latest
             context.log.info(f"{source.name}: new Delta versions {new_versions[0]}..{new_versions[-1]}")
         return dg.SensorResult(

@@ -29,7 +29,9 @@ from dv_assets.mirror.iceberg.maintenance import Retention
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, MirrorSettings
 
 TABLE_TAG = "dvmirror/table"
-VERSION_TAG = "dvmirror/delta-version"
+# The Delta versions a mirror run covers ("7" or "7-12"); shown in the UI's run list, unlike the
+# dagster/asset_partition_range_* tags that define them.
+VERSIONS_TAG = "dvmirror/delta-versions"
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")

@@ -5,8 +5,9 @@
    recreates the Dagster instance in .dagster_home/ (dagster.yaml: telemetry off, one run per table at
    a time). Other tables in the catalog are left alone. So re-running `make demo` always works.
 2. Builds the sample Delta table with Delta Spark, deletion vectors on (sample_table.py).
-3. Evaluates `delta_version_sensor`, adds the partitions it asks for, and executes its run requests in
-   order: each run materializes delta/<name> and iceberg/<name> for one version plus the blocking checks.
+3. Evaluates `delta_version_sensor`, adds the partitions it asks for, and executes its run request: one
+   run over the whole backlog (a partition range) that materializes delta/<name> and iceberg/<name> for
+   every version, each on its own partition, plus the blocking checks on every version.
 4. Runs the checks-only job on the latest version, evaluates `compacted_deletes_sensor` and runs the
    cleanup job it requests.
 5. Prints a summary. Exits 1 when a check failed. `make ui` then shows every run.
@@ -82,7 +83,7 @@ def main() -> int:
     quiet_warnings()
     from dv_assets.defs.factory import build_definitions
     from dv_assets.defs.maintenance import CLEANUP_JOB_NAME, CLEANUP_OP_NAME, cleanup_run_config
-    from dv_assets.defs.sources import load_sources
+    from dv_assets.defs.sources import VERSIONS_TAG, load_sources
     from dv_assets.demo.sample_table import build_sample_table
     from dv_assets.mirror.delta.facts import commit_facts
     from dv_assets.mirror.delta.replay import DeltaTable
@@ -121,43 +122,46 @@ def main() -> int:
         assert isinstance(request, dg.AddDynamicPartitionsRequest)
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
     runs = [r for r in tick.run_requests or [] if r.job_name == demo.mirror_job_name]
-    say(f"  found versions {', '.join(r.partition_key or '' for r in runs)}")
+    found = ", ".join(r.tags.get(VERSIONS_TAG, "?") for r in runs)
+    say(f"  found versions {found}: {len(runs)} run{'s' if len(runs) != 1 else ''} requested")
 
-    say(f"[4/6] materializing every partition through the Dagster instance ({len(runs)} runs)")
+    say("[4/6] materializing every version, each its own partition, through the Dagster instance")
     mirror_job = defs.resolve_job_def(demo.mirror_job_name)
     delta = DeltaTable(demo.delta_path)
-    checks_total = checks_passed = dvs_copied = 0
+    checks_total = checks_passed = dvs_copied = versions_mirrored = 0
     failed: list[str] = []
     for request in runs:
-        key = request.partition_key
-        assert key is not None
         result = mirror_job.execute_in_process(
-            instance=instance,
-            partition_key=key,
-            tags=dict(request.tags),
-            run_config=QUIET,
-            raise_on_error=False,
+            instance=instance, tags=dict(request.tags), run_config=QUIET, raise_on_error=False
         )
         evaluations = result.get_asset_check_evaluations()
         checks_total += len(evaluations)
         checks_passed += sum(e.passed for e in evaluations)
-        failed += [f"v{key} {e.check_name}" for e in evaluations if not e.passed]
-        snapshot, copied = "-", 0
-        for event in result.get_asset_materialization_events():
-            mat = event.materialization
-            if mat.asset_key == dg.AssetKey(demo.mirror_asset_key) and mat.partition == key:
-                snapshot = str(mat.metadata["snapshot_id"].value)
-                copied = int(mat.metadata["dvs_copied"].value or 0)
-        dvs_copied += copied
-        facts = commit_facts(delta, int(key))
-        say(
-            f"  v{key:>2} {facts.operation:<22} live rows {facts.live_rows:>4}, DVs +{facts.dvs_added}"
-            f"/~{facts.dvs_updated}/-{facts.dvs_removed} -> snapshot {snapshot}, {copied} DVs copied, "
-            f"checks {'passed' if all(e.passed for e in evaluations) and evaluations else 'FAILED'}"
-            f"{'' if result.success else ' (run failed)'}"
-        )
-        if not result.success and not failed:
-            failed.append(f"v{key} run failed")
+        failed += [f"v{e.partition} {e.check_name}" for e in evaluations if not e.passed]
+        checks_of: dict[str, list[bool]] = {}
+        for e in evaluations:
+            checks_of.setdefault(e.partition or "", []).append(e.passed)
+        mirrored = {
+            event.materialization.partition: event.materialization.metadata
+            for event in result.get_asset_materialization_events()
+            if event.materialization.asset_key == dg.AssetKey(demo.mirror_asset_key)
+        }
+        for key in sorted((k for k in mirrored if k is not None), key=int):
+            snapshot = str(mirrored[key]["snapshot_id"].value)
+            copied = int(mirrored[key]["dvs_copied"].value or 0)
+            dvs_copied += copied
+            versions_mirrored += 1
+            facts = commit_facts(delta, int(key))
+            passed = checks_of.get(key, [])
+            say(
+                f"  v{key:>2} {facts.operation:<22} live rows {facts.live_rows:>4}, DVs +{facts.dvs_added}"
+                f"/~{facts.dvs_updated}/-{facts.dvs_removed} -> snapshot {snapshot}, {copied} DVs copied, "
+                f"checks {'passed' if passed and all(passed) else 'FAILED'}"
+            )
+        if not result.success:
+            say(f"  run for versions {request.tags.get(VERSIONS_TAG)} failed")
+            if not failed:
+                failed.append(f"run for versions {request.tags.get(VERSIONS_TAG)} failed")
 
     say(f"[5/6] checks-only job on the latest version ({latest})")
     checks = defs.resolve_job_def(demo.checks_job_name).execute_in_process(
@@ -193,7 +197,10 @@ def main() -> int:
     elapsed = time.monotonic() - began
     say("")
     say("Summary")
-    say(f"  Delta versions mirrored : {len(runs)} (0..{latest}), one Iceberg snapshot each")
+    say(
+        f"  Delta versions mirrored : {versions_mirrored} (0..{latest}) in {len(runs)} run, "
+        "one Iceberg snapshot each"
+    )
     say(f"  live rows at v{latest:<10}: {final.live_rows} in {final.live_data_files} data files")
     say(
         f"  DVs                     : {final.live_dvs} live in Delta at v{latest}, "

@@ -1,5 +1,6 @@
 """The Dagster tests' harness: sources on copied fixtures, definitions bound to the session's test
-catalog, materializing one partition with its checks."""
+catalog, materializing one partition with its checks, evaluating a sensor and executing its run
+requests in-process as the sensor daemon would launch them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import itertools
 from pathlib import Path
 
 import dagster as dg
+from dagster._core.event_api import PartitionKeyFilter  # the check-storage query's filter; not dg.*
 
 from dv_assets.defs.factory import SourceDefinitions, build_definitions, build_source
 from dv_assets.defs.sources import DeltaSource
@@ -67,8 +69,50 @@ def materialize_version(
     )
 
 
+def evaluate_sensor(
+    defs: dg.Definitions, name: str, instance: dg.DagsterInstance, cursor: str | None
+) -> dg.SensorResult:
+    sensor = defs.resolve_sensor_def(name)
+    result = sensor(dg.build_sensor_context(instance=instance, cursor=cursor, definitions=defs))
+    assert isinstance(result, dg.SensorResult)
+    return result
+
+
+def launch_requested_runs(
+    defs: dg.Definitions, instance: dg.DagsterInstance, tick: dg.SensorResult
+) -> list[dg.ExecuteInProcessResult]:
+    """What the sensor daemon does with a tick: add the requested partitions, then run each requested
+    job with the request's tags (here in-process, against `instance`)."""
+    for request in tick.dynamic_partitions_requests or []:
+        assert isinstance(request, dg.AddDynamicPartitionsRequest)
+        instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
+    results = []
+    for run in tick.run_requests or []:
+        assert run.job_name is not None
+        results.append(
+            defs.resolve_job_def(run.job_name).execute_in_process(
+                instance=instance, tags=dict(run.tags), raise_on_error=False
+            )
+        )
+    return results
+
+
 def checks_passed(result: dg.ExecuteInProcessResult) -> dict[str, bool]:
-    return {e.check_name: e.passed for e in result.get_asset_check_evaluations()}
+    """Check name → whether it passed on every partition (Delta version) the run evaluated it on."""
+    passed: dict[str, bool] = {}
+    for e in result.get_asset_check_evaluations():
+        passed[e.check_name] = passed.get(e.check_name, True) and e.passed
+    return passed
+
+
+def checks_by_partition(result: dg.ExecuteInProcessResult) -> dict[str, dict[str, bool]]:
+    """Partition → check name → passed, for every check evaluation of the run."""
+    out: dict[str, dict[str, bool]] = {}
+    for e in result.get_asset_check_evaluations():
+        assert e.partition is not None, f"{e.check_name} evaluated without a partition"
+        assert e.check_name not in out.get(e.partition, {}), f"{e.check_name} twice on {e.partition}"
+        out.setdefault(e.partition, {})[e.check_name] = e.passed
+    return out
 
 
 def materializations(result: dg.ExecuteInProcessResult, key: list[str]) -> dict[str, dict]:
@@ -78,6 +122,37 @@ def materializations(result: dg.ExecuteInProcessResult, key: list[str]) -> dict[
         mat = event.materialization
         if mat.asset_key == dg.AssetKey(key):
             out[mat.partition] = {k: v.value for k, v in mat.metadata.items()}
+    return out
+
+
+def recorded_materializations(
+    instance: dg.DagsterInstance, key: list[str], partitions: list[str]
+) -> dict[str, dict]:
+    """Partition → metadata (raw values) of its latest materialization of `key`, from the instance's
+    event log (not from a run's in-memory result)."""
+    out = {}
+    for partition in partitions:
+        (record,) = instance.fetch_materializations(
+            dg.AssetRecordsFilter(asset_key=dg.AssetKey(key), asset_partitions=[partition]), limit=1
+        ).records
+        materialization = record.asset_materialization
+        assert materialization is not None
+        out[partition] = {k: v.value for k, v in materialization.metadata.items()}
+    return out
+
+
+def recorded_check_status(
+    instance: dg.DagsterInstance, key: list[str], check_names: list[str], partitions: list[str]
+) -> dict[str, dict[str, str]]:
+    """Partition → check name → status of its latest execution (SUCCEEDED, FAILED, PLANNED, ...), as the
+    instance's asset-check storage (what the UI shows per partition) holds it."""
+    check_keys = [dg.AssetCheckKey(dg.AssetKey(key), name) for name in check_names]
+    out: dict[str, dict[str, str]] = {}
+    for partition in partitions:
+        latest = instance.event_log_storage.get_latest_asset_check_execution_by_key(
+            check_keys, partition_filter=PartitionKeyFilter(key=partition)
+        )
+        out[partition] = {k.name: record.status.value for k, record in latest.items()}
     return out
 
 

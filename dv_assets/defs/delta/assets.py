@@ -1,5 +1,8 @@
 """`delta/<source>`: one partition per Delta version, recording what that commit did (no Spark).
 
+A run materializes a range of partitions (`BackfillPolicy.single_run()`: the sensor's backlog is one
+run); each version in it gets its own materialization with its own commit's facts.
+
 Partition keys are the Delta versions as plain decimal strings ("0", "1", …, "10"): the sensor adds
 them in ascending order, so Dagster's partition order (insertion order) is numeric order, and every
 place in this package that sorts keys sorts them with `int()`.
@@ -93,16 +96,21 @@ def build_delta_versions_asset(
         "with what the commit did (files, deletion vectors, rows).",
         metadata={"delta_table": dg.MetadataValue.path(source.delta_path)},
         tags=source.tags,
+        backfill_policy=dg.BackfillPolicy.single_run(),
     )
     def delta_versions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        version = version_of(context.partition_key)
-        facts = commit_facts(DeltaTable(source.delta_path), version)
-        context.log.info(
-            f"{source.name} v{version} {facts.operation}: +{facts.data_files_added}/-"
-            f"{facts.data_files_removed} files, DVs +{facts.dvs_added}/~{facts.dvs_updated}/-"
-            f"{facts.dvs_removed}, {facts.rows_deleted_by_dvs} rows deleted by DVs, "
-            f"{facts.live_rows} live rows"
-        )
-        return dg.MaterializeResult(metadata=facts_metadata(facts, source.delta_path))
+        delta = DeltaTable(source.delta_path)
+        for key in context.partition_keys:
+            facts = commit_facts(delta, version_of(key))
+            context.log.info(
+                f"{source.name} v{facts.version} {facts.operation}: +{facts.data_files_added}/-"
+                f"{facts.data_files_removed} files, DVs +{facts.dvs_added}/~{facts.dvs_updated}/-"
+                f"{facts.dvs_removed}, {facts.rows_deleted_by_dvs} rows deleted by DVs, "
+                f"{facts.live_rows} live rows"
+            )
+            # Partition-scoped metadata: Dagster records one materialization per partition of the run,
+            # each with its own version's facts.
+            context.add_asset_metadata(facts_metadata(facts, source.delta_path), partition_key=key)
+        return dg.MaterializeResult()
 
     return delta_versions

@@ -1,10 +1,18 @@
 """`iceberg/<source>`: partition N is Delta version N mirrored as one Iceberg snapshot.
 
-Materializing N mirrors in order through `sync_table(..., until_version=N)`: versions not yet mirrored
-below N are mirrored first, each as its own snapshot (and recorded as a materialization of its own
-partition); when N is already mirrored, the existing snapshot is reported and nothing is committed.
-A mirror never goes out of order: a version below the last mirrored one whose snapshot has expired
-cannot be mirrored again and fails with that reason.
+A run materializes a range of partitions (`BackfillPolicy.single_run()`: the sensor's backlog, or a
+backfill launched in the UI, is one run and one Spark session). It calls `sync_table(...,
+until_version=<the range's last version>)`, which mirrors every version not yet mirrored up to there, in
+order, each as its own snapshot; every version is recorded as a materialization of its own partition
+with its own metadata (`version_metadata`), and the newest one also carries the run's totals.
+
+* A version already mirrored reports its existing snapshot (`existing_metadata`); nothing is committed.
+* Versions below the range not yet mirrored (a single partition materialized past a gap, or an earlier
+  run that failed) are mirrored first and recorded as materializations of their own partitions; the
+  checks evaluate them too (checks.py).
+* A mirror never goes back: a version at or below the last mirrored one whose snapshot has expired
+  cannot be mirrored again; the run fails naming it before committing anything.
+* When a version fails, the versions committed before it are recorded before the run fails.
 """
 
 import time
@@ -65,94 +73,140 @@ def existing_metadata(snapshot: Snapshot, table: str) -> dict[str, dg.MetadataVa
     }
 
 
+def _versions_text(versions: list[int]) -> str:
+    return ", ".join(str(v) for v in versions)
+
+
 def build_iceberg_mirror_asset(
     source: DeltaSource, partitions_def: dg.DynamicPartitionsDefinition
 ) -> dg.AssetsDefinition:
+    table = source.iceberg_table
+
+    def recorded(
+        context: dg.AssetExecutionContext, results: list[VersionResult], why: str
+    ) -> Iterator[dg.AssetMaterialization]:
+        """Explicit materializations of versions this run committed outside the normal result (below its
+        range, or before a failure): each is a partition too, and Dagster records only what is yielded."""
+        if not results:
+            return
+        name = partitions_def.name
+        assert name is not None
+        known = set(context.instance.get_dynamic_partitions(name))
+        missing = [
+            partition_key(r.delta_version) for r in results if partition_key(r.delta_version) not in known
+        ]
+        if missing:
+            context.instance.add_dynamic_partitions(name, missing)
+        for result in results:
+            yield dg.AssetMaterialization(
+                asset_key=context.asset_key,
+                partition=partition_key(result.delta_version),
+                description=why,
+                metadata=version_metadata(result, table),
+            )
+
     @dg.asset(
         key=source.mirror_asset_key,
         deps=[dg.AssetKey(source.delta_asset_key)],
         partitions_def=partitions_def,
         group_name="iceberg",
         kinds={"iceberg", "spark"},
-        description=f"Iceberg table {source.iceberg_table} (format v{source.format_version}) mirroring "
+        description=f"Iceberg table {table} (format v{source.format_version}) mirroring "
         f"{source.delta_path}: partition N is the snapshot for Delta version N.",
         metadata={
-            "iceberg_table": dg.MetadataValue.text(source.iceberg_table),
+            "iceberg_table": dg.MetadataValue.text(table),
             "format_version": dg.MetadataValue.int(source.format_version),
         },
         tags=source.tags,
         pool=source.pool,
+        backfill_policy=dg.BackfillPolicy.single_run(),
     )
     def iceberg_mirror(
         context: dg.AssetExecutionContext, spark: IcebergSparkResource
     ) -> Iterator[dg.AssetMaterialization | dg.MaterializeResult]:
-        version = version_of(context.partition_key)
+        versions = sorted(version_of(k) for k in context.partition_keys)
+        newest = versions[-1]
         session = spark.spark_session
-        table = source.iceberg_table
         iceberg = IcebergJava(session)
         mirror = iceberg.load(table)
-        existing = None if mirror is None else mirror.snapshot_for_version(version)
-        if existing is not None:
-            context.log.info(f"Delta version {version} is already snapshot {existing.snapshot_id}")
-            yield dg.MaterializeResult(metadata=existing_metadata(existing, table))
-            return
         last = None if mirror is None else mirror.last_mirrored_version
-        if last is not None and last >= version:
+        existing: dict[int, Snapshot] = {}
+        if mirror is not None:
+            existing = {v: s for v in versions if (s := mirror.snapshot_for_version(v)) is not None}
+        expired = [v for v in versions if v not in existing and last is not None and v <= last]
+        if expired:
             raise dg.Failure(
-                description=f"{table} is at Delta version {last}; version {version} was mirrored but its "
-                "snapshot is no longer retained (expired by the cleanup job). Mirrors never go back.",
+                description=f"{table} is at Delta version {last}; version(s) {_versions_text(expired)} were "
+                "mirrored but their snapshots are no longer retained (expired by the cleanup job). Mirrors "
+                "never go back: materialize the versions after the last mirrored one.",
                 allow_retries=False,
             )
+        if existing:
+            context.log.info(f"Delta version(s) {_versions_text(sorted(existing))} already mirrored")
+
+        mirrored: list[VersionResult] = []  # in commit order, as sync_table reports them
+
+        def on_version(result: VersionResult) -> None:
+            mirrored.append(result)
+            context.log.info(
+                f"mirrored Delta version {result.delta_version} ({result.operation}) as snapshot "
+                f"{result.snapshot_id}: {result.dvs_written} DVs, {result.bytes_written} bytes"
+            )
+
         began = time.monotonic()
-        try:
-            result = sync_table(
-                session,
-                source.delta_path,
-                table,
-                format_version=source.format_version,
-                until_version=version,
-                allowed_roots=source.allowed_roots,
-                executor_threshold=spark.settings.executor_threshold,
-                iceberg=iceberg,
-                on_version=lambda r: context.log.info(
-                    f"mirrored Delta version {r.delta_version} ({r.operation}) as snapshot {r.snapshot_id}: "
-                    f"{r.dvs_written} DVs, {r.bytes_written} bytes"
-                ),
-            )
-        except MirrorConflictError as err:
-            # Another run wrote the table meanwhile (runs of one table share the pool `source.pool`).
-            raise dg.Failure(description=err.one_line(), allow_retries=True) from None
-        by_version = {r.delta_version: r for r in result.versions}
-        if version not in by_version:
+        latest = None
+        if last is None or newest > last:
+            try:
+                latest = sync_table(
+                    session,
+                    source.delta_path,
+                    table,
+                    format_version=source.format_version,
+                    until_version=newest,
+                    allowed_roots=source.allowed_roots,
+                    executor_threshold=spark.settings.executor_threshold,
+                    iceberg=iceberg,
+                    on_version=on_version,
+                ).latest_delta_version
+            except Exception as err:
+                # The versions committed before the failure are in the table: record them.
+                yield from recorded(context, mirrored, "mirrored before the run failed")
+                if isinstance(err, MirrorConflictError):
+                    # Another run wrote the table meanwhile (runs of one table share the pool `source.pool`).
+                    raise dg.Failure(description=err.one_line(), allow_retries=True) from None
+                raise
+        by_version = {r.delta_version: r for r in mirrored}
+        absent = [v for v in versions if v not in by_version and v not in existing]
+        if absent:
+            yield from recorded(context, mirrored, "mirrored before the run failed")
             raise dg.Failure(
-                description=f"Delta version {version} does not exist in {source.delta_path} "
-                f"(latest is {result.latest_delta_version})",
+                description=f"Delta version(s) {_versions_text(absent)} do not exist in {source.delta_path} "
+                f"(latest is {latest})",
                 allow_retries=False,
             )
-        gap = [v for v in result.mirrored_versions if v != version]
-        if gap:
-            # The versions below N are partitions too; record each as materialized by this run.
-            name = partitions_def.name
-            assert name is not None
-            known = set(context.instance.get_dynamic_partitions(name))
-            missing = [partition_key(v) for v in gap if partition_key(v) not in known]
-            if missing:
-                context.instance.add_dynamic_partitions(name, missing)
-            for v in gap:
-                yield dg.AssetMaterialization(
-                    asset_key=context.asset_key,
-                    partition=partition_key(v),
-                    description=f"mirrored as part of the run for Delta version {version}",
-                    metadata=version_metadata(by_version[v], table),
-                )
-        metadata = version_metadata(by_version[version], table)
-        metadata["mirrored_versions"] = dg.MetadataValue.text(
-            ", ".join(str(v) for v in result.mirrored_versions)
-        )
-        metadata["gap_versions_mirrored_first"] = dg.MetadataValue.int(len(gap))
-        metadata["run_duration_seconds"] = dg.MetadataValue.float(round(time.monotonic() - began, 3))
-        metadata["dvs_copied_in_run"] = dg.MetadataValue.int(sum(r.dvs_written for r in result.versions))
-        metadata["bytes_written_in_run"] = dg.MetadataValue.int(sum(r.bytes_written for r in result.versions))
-        yield dg.MaterializeResult(metadata=metadata)
+        in_run = set(versions)
+        below = [r for r in mirrored if r.delta_version not in in_run]
+        run_span = str(newest) if len(versions) == 1 else f"{versions[0]}..{newest}"
+        yield from recorded(context, below, f"mirrored first, in the run for Delta version(s) {run_span}")
+        for v in versions:
+            metadata = (
+                version_metadata(by_version[v], table)
+                if v in by_version
+                else existing_metadata(existing[v], table)
+            )
+            if v == newest and mirrored:
+                metadata |= {
+                    "mirrored_versions": dg.MetadataValue.text(
+                        _versions_text([r.delta_version for r in mirrored])
+                    ),
+                    "gap_versions_mirrored_first": dg.MetadataValue.int(len(below)),
+                    "run_duration_seconds": dg.MetadataValue.float(round(time.monotonic() - began, 3)),
+                    "dvs_copied_in_run": dg.MetadataValue.int(sum(r.dvs_written for r in mirrored)),
+                    "bytes_written_in_run": dg.MetadataValue.int(sum(r.bytes_written for r in mirrored)),
+                }
+            # Partition-scoped metadata: Dagster records one materialization per partition of the run,
+            # each with its own version's metadata.
+            context.add_asset_metadata(metadata, partition_key=partition_key(v))
+        yield dg.MaterializeResult()
 
     return iceberg_mirror

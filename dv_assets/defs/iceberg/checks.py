@@ -1,7 +1,12 @@
 """Blocking, partitioned asset checks on `iceberg/<source>`: the snapshot for Delta version N is exact.
 
-Partitioned asset checks are a preview feature in Dagster 1.13 (a preview warning is logged); each
-check evaluates the partition (Delta version) of its run.
+Partitioned asset checks are a preview feature in Dagster 1.13 (a preview warning is logged). Each
+check evaluates every Delta version its run covers: the run's partitions (one, or the range of the
+sensor's backlog) plus any partition of `iceberg/<source>` the run materialized below them (versions the
+mirror asset mirrored first). It records one `AssetCheckEvaluation` per version, on that version's
+partition: an `AssetCheckResult` cannot name a partition (Dagster stamps it with the run's single
+partition key, and with none in a range run), while evaluations carry their own. A failing evaluation
+on any version fails the check step, since the checks are blocking, and so the run.
 
 * `row_count_matches`: Delta's live rows at N from the log (Σ numRecords - Σ DV cardinality) and from
   a real Delta read (Spark, `versionAsOf` N) both equal the rows Iceberg Java reads from the snapshot
@@ -13,15 +18,19 @@ check evaluates the partition (Delta version) of its run.
 """
 
 from collections import Counter
+from collections.abc import Callable, Iterator
 
 import dagster as dg
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData,  # links an evaluation to its materialization; not dg.*
+)
 from pyspark.sql import SparkSession
 
-from dv_assets.defs.delta.assets import version_of
+from dv_assets.defs.delta.assets import partition_key, version_of
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror.delta.facts import dv_cardinalities, live_rows
 from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.iceberg.java import IcebergJava, Snapshot
+from dv_assets.mirror.iceberg.java import IcebergJava, MirrorTable, Snapshot
 from resources.spark import IcebergSparkResource
 
 MAX_LISTED = 10
@@ -35,13 +44,20 @@ def _no_snapshot(source: DeltaSource, version: int) -> dg.AssetCheckResult:
     )
 
 
-def _snapshot(spark: SparkSession, source: DeltaSource, version: int) -> Snapshot | None:
-    mirror = IcebergJava(spark).load(source.iceberg_table)
+def _snapshot(
+    spark: SparkSession, source: DeltaSource, version: int, mirror: MirrorTable | None
+) -> Snapshot | None:
+    """The snapshot for `version`, from `mirror` (the table loaded once for a run's many versions; each
+    load reads every snapshot through the JVM) or from a fresh load."""
+    if mirror is None:
+        mirror = IcebergJava(spark).load(source.iceberg_table)
     return None if mirror is None else mirror.snapshot_for_version(version)
 
 
-def row_count_result(spark: SparkSession, source: DeltaSource, version: int) -> dg.AssetCheckResult:
-    snapshot = _snapshot(spark, source, version)
+def row_count_result(
+    spark: SparkSession, source: DeltaSource, version: int, mirror: MirrorTable | None = None
+) -> dg.AssetCheckResult:
+    snapshot = _snapshot(spark, source, version, mirror)
     if snapshot is None:
         return _no_snapshot(source, version)
     from_log = live_rows(DeltaTable(source.delta_path).state(version))
@@ -115,8 +131,10 @@ def dv_problems(
     )
 
 
-def one_dv_result(spark: SparkSession, source: DeltaSource, version: int) -> dg.AssetCheckResult:
-    snapshot = _snapshot(spark, source, version)
+def one_dv_result(
+    spark: SparkSession, source: DeltaSource, version: int, mirror: MirrorTable | None = None
+) -> dg.AssetCheckResult:
+    snapshot = _snapshot(spark, source, version, mirror)
     if snapshot is None:
         return _no_snapshot(source, version)
     problems, n_deletes, n_delta_dvs, n_data_files = dv_problems(spark, source, version, snapshot.snapshot_id)
@@ -139,6 +157,60 @@ def one_dv_result(spark: SparkSession, source: DeltaSource, version: int) -> dg.
     )
 
 
+CheckFunction = Callable[[SparkSession, DeltaSource, int, MirrorTable | None], dg.AssetCheckResult]
+
+
+def versions_to_check(context: dg.AssetCheckExecutionContext, asset_key: dg.AssetKey) -> list[int]:
+    """The run's partitions, and every partition of the asset the run materialized (the versions below
+    the run's range that the mirror asset mirrored first), as Delta versions in ascending order."""
+    materialized = context.instance.get_asset_partitions_for_run(
+        context.run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
+    ).get(asset_key, set())
+    keys = {*context.partition_keys, *(k for k in materialized if k is not None)}
+    return sorted(version_of(k) for k in keys)
+
+
+def _checked_materialization(
+    instance: dg.DagsterInstance, asset_key: dg.AssetKey, key: str
+) -> AssetCheckEvaluationTargetMaterializationData | None:
+    """The partition's latest materialization, which the evaluation is about (as Dagster links a check
+    result of a single-partition run)."""
+    records = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=asset_key, asset_partitions=[key]), limit=1
+    ).records
+    if not records:
+        return None
+    record = records[0]
+    return AssetCheckEvaluationTargetMaterializationData(
+        storage_id=record.storage_id, run_id=record.run_id, timestamp=record.timestamp
+    )
+
+
+def evaluate_versions(
+    context: dg.AssetCheckExecutionContext, spark: SparkSession, source: DeltaSource, check: CheckFunction
+) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
+    """`check` on every version the run covers, one evaluation per version's partition."""
+    (spec,) = context.check_specs
+    mirror = IcebergJava(spark).load(source.iceberg_table)  # once: the asset step has finished writing
+    for version in versions_to_check(context, spec.asset_key):
+        key = partition_key(version)
+        result = check(spark, source, version, mirror)
+        yield dg.AssetCheckEvaluation(
+            asset_key=spec.asset_key,
+            check_name=spec.name,
+            passed=result.passed,
+            metadata=result.metadata,
+            target_materialization_data=_checked_materialization(context.instance, spec.asset_key, key),
+            severity=result.severity,
+            description=result.description,
+            blocking=spec.blocking,
+            partition=key,
+        )
+    # The check's own (Nothing) output, which an AssetCheckResult would have emitted; without it Dagster
+    # logs that the output is missing and emits it implicitly.
+    yield dg.Output(None, output_name=context.op_def.output_defs[0].name)
+
+
 def build_checks(
     source: DeltaSource, partitions_def: dg.DynamicPartitionsDefinition
 ) -> list[dg.AssetChecksDefinition]:
@@ -154,8 +226,8 @@ def build_checks(
     )
     def row_count_matches(
         context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
-    ) -> dg.AssetCheckResult:
-        return row_count_result(spark.spark_session, source, version_of(context.partition_key))
+    ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
+        yield from evaluate_versions(context, spark.spark_session, source, row_count_result)
 
     @dg.asset_check(
         asset=asset,
@@ -167,7 +239,7 @@ def build_checks(
     )
     def one_dv_per_data_file(
         context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
-    ) -> dg.AssetCheckResult:
-        return one_dv_result(spark.spark_session, source, version_of(context.partition_key))
+    ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
+        yield from evaluate_versions(context, spark.spark_session, source, one_dv_result)
 
     return [row_count_matches, one_dv_per_data_file]
