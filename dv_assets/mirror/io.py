@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import unquote, urlparse
 
 import pyarrow as pa
@@ -114,10 +115,10 @@ class FileIO:
         with filesystem.open_output_stream(path) as out:
             out.write(content)
 
-    def parquet_writer(self, location: str, schema: pa.Schema) -> pq.ParquetWriter:
-        """A Parquet writer for a new file at `location`; the caller closes it."""
+    def parquet_writer(self, location: str, schema: pa.Schema, **options: Any) -> pq.ParquetWriter:
+        """A Parquet writer for a new file at `location` (`options` as pyarrow's); the caller closes it."""
         filesystem, path = self.resolve(location)
-        return pq.ParquetWriter(path, schema, filesystem=filesystem)
+        return pq.ParquetWriter(path, schema, filesystem=filesystem, **options)
 
     def delete(self, location: str) -> None:
         filesystem, path = self.resolve(location)

@@ -86,6 +86,8 @@ class VersionResult:
     bytes_written: int
     seconds: float
     dvs_converted_on: str = "none"  # "driver", "spark (N tasks on executor(s) …)" or "none"
+    dv_seconds: float = 0.0  # of `seconds`: reading, verifying and writing the version's delete files
+    commit_seconds: float = 0.0  # of `seconds`: the Iceberg transaction
 
 
 @dataclass
@@ -204,6 +206,7 @@ def sync_table(
             for add in plan.add_data_files:
                 paths.check(add.location, what="data file")
             check_data_files_present(plan.add_data_files, io)
+            dv_began = time.monotonic()
             converted_on = _write_deletes(
                 spark,
                 delta_root,
@@ -217,6 +220,7 @@ def sync_table(
                 executor_threshold,
                 written,
             )
+            dv_seconds = time.monotonic() - dv_began
             request = _commit_request(change, plan, deletes, written, current_schema, delta_root, io)
             request = dataclasses.replace(
                 request, base_snapshot_id=base_snapshot_id, properties=pending_properties
@@ -230,7 +234,9 @@ def sync_table(
                 table = iceberg.create(table_name, new_table, location)
                 expected_table_id = change.metadata.id
             commit_attempted = True
+            commit_began = time.monotonic()
             outcome = iceberg.commit(table_name, request)
+            commit_seconds = time.monotonic() - commit_began
             current_schema = outcome.schema
         except MirrorInputError as err:
             if not commit_attempted:
@@ -262,6 +268,8 @@ def sync_table(
             bytes_written=sum({f.path: f.file_size_in_bytes for f in written}.values()),
             seconds=round(time.monotonic() - began, 3),
             dvs_converted_on=converted_on,
+            dv_seconds=round(dv_seconds, 6),
+            commit_seconds=round(commit_seconds, 6),
         )
         result.versions.append(version_result)
         if on_version is not None:

@@ -10,6 +10,7 @@ The record: a `DVTask` says which DV to read and what to expect of it (picklable
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -98,8 +99,12 @@ class DVBlob:
         return decode_blob(self.blob)
 
 
+@functools.lru_cache(maxsize=4096)
 def resolve_dv_location(table_root: str, storage_type: str, path_or_inline_dv: str) -> str | None:
-    """Where a DV lives: a path or URI for `u` / `p`, None for inline (`i`)."""
+    """Where a DV lives: a path or URI for `u` / `p`, None for inline (`i`).
+
+    Pure, and cached: the DVs of one version mostly share a few DV files (a Z85 decode each otherwise).
+    """
     if storage_type == "i":
         return None
     if storage_type == "u":

@@ -17,7 +17,7 @@ snapshot, committed together or not at all.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -275,22 +275,11 @@ class IcebergJava:
             for manifest in snapshot.deleteManifests(io):
                 path = str(manifest.path())
                 if path not in deletes_of_manifest:
-                    entries = self._delete_entries(table, [manifest])
-                    deletes_of_manifest[path] = frozenset(str(f.location()) for f in entries)
+                    locations = str(self._batch.deleteFileLocations(table, manifest)).splitlines()
+                    deletes_of_manifest[path] = frozenset(locations)
                 deletes |= deletes_of_manifest[path]
             out[snapshot_id] = SnapshotFiles(frozenset(metadata), frozenset(deletes))
         return out
-
-    def _delete_entries(self, table, manifests) -> Iterator[Any]:
-        io, specs = table.io(), table.specs()
-        for manifest in manifests:
-            entries = self._iceberg.ManifestFiles.readDeleteManifest(manifest, io, specs)
-            iterator = entries.iterator()
-            try:
-                while iterator.hasNext():
-                    yield iterator.next()
-            finally:
-                entries.close()
 
     # -- writing -----------------------------------------------------------------------------------
     def create(self, table_name: str, new_table: NewTable, location: str) -> MirrorTable:

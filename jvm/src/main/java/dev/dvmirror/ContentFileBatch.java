@@ -88,6 +88,20 @@ public final class ContentFileBatch {
     return out.toString();
   }
 
+  /** The locations of a delete manifest's live delete files, one per line. */
+  public static String deleteFileLocations(Table table, ManifestFile manifest) {
+    StringBuilder out = new StringBuilder();
+    try (ManifestReader<DeleteFile> reader =
+        ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) {
+      for (DeleteFile file : reader) {
+        out.append(file.location()).append('\n');
+      }
+    } catch (IOException e) {
+      throw new UncheckedIOException(e);
+    }
+    return out.toString();
+  }
+
   private static ContentFile<?> parse(ObjectMapper mapper, String json, PartitionSpec spec) {
     try {
       return ContentFileParser.fromJson(mapper.readTree(json), spec);
