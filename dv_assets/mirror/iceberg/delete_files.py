@@ -18,7 +18,7 @@ from typing import Any
 
 from pyspark.sql import SparkSession
 
-from dv_assets.mirror.dv.reader import DVTask, convert_dv_batch, resolve_dv_location
+from dv_assets.mirror.dv.reader import FIRST_DV_OFFSET, DVTask, convert_dv_batch, resolve_dv_location
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError, UnsupportedFeatureError
 from dv_assets.mirror.iceberg.content_files import PUFFIN, DeleteFile, PartitionJson
 from dv_assets.mirror.iceberg.layout import MirrorLayout
@@ -87,13 +87,25 @@ def write_delete_files(job: DeleteFileJob, io: FileIO, written: list[DeleteFile]
     return written
 
 
-def by_dv_file(tasks: Iterable[DVTask]) -> list[tuple[DVTask, ...]]:
-    """Tasks grouped by the DV file they read (an inline DV is a group of its own), largest first."""
+def by_dv_file(tasks: Iterable[DVTask], max_share: int | None = None) -> list[tuple[DVTask, ...]]:
+    """Tasks grouped by the DV file they read (an inline DV is a group of its own), largest first.
+
+    A DV file holding more than `max_share` DVs is cut into consecutive offset ranges of at most that
+    many, so that one large DV file (a DELETE over many data files writes one) still spreads over the
+    cores; every byte of it is still read once, by the share whose range holds it.
+    """
     groups: dict[str, list[DVTask]] = defaultdict(list)
     for index, task in enumerate(tasks):
         location = resolve_dv_location(task.table_root, task.storage_type, task.path_or_inline_dv)
         groups[location or f"inline:{index}"].append(task)
-    return sorted((tuple(g) for g in groups.values()), key=len, reverse=True)
+    shares: list[tuple[DVTask, ...]] = []
+    for group in groups.values():
+        if max_share is None or len(group) <= max_share:
+            shares.append(tuple(group))
+            continue
+        group.sort(key=lambda t: FIRST_DV_OFFSET if t.offset is None else t.offset)
+        shares += [tuple(group[i : i + max_share]) for i in range(0, len(group), max_share)]
+    return sorted(shares, key=len, reverse=True)
 
 
 @dataclass(frozen=True)
@@ -113,9 +125,14 @@ def write_on_executors(
     """`write_delete_files` as Spark tasks, one or more DV files per task: the delete files and where
     they were written. A refused DV raises the same MirrorInputError as on the driver, after the files
     the other tasks wrote are removed."""
-    groups = by_dv_file(job.tasks)
-    slices = max(1, min(len(groups), spark.sparkContext.defaultParallelism * 4))
-    shares = [replace(job, tasks=group) for group in groups]
+    parallelism = spark.sparkContext.defaultParallelism
+    groups = by_dv_file(job.tasks, max_share=-(-len(job.tasks) // (parallelism * 2)))
+    slices = max(1, min(len(groups), parallelism * 4))
+    # Each share carries the partitions of its own data files only, not the whole version's.
+    shares = [
+        replace(job, tasks=group, partitions={t.data_file: job.partitions[t.data_file] for t in group})
+        for group in groups
+    ]
     results = spark.sparkContext.parallelize(shares, slices).mapPartitions(_task(io)).collect()
     written = [DeleteFile.from_json(entry) for result in results for entry in result["written"]]
     refused = next((r["refused"] for r in results if r.get("refused")), None)
