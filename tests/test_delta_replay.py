@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from dv_assets.mirror.delta import log as delta_log
 from dv_assets.mirror.delta.actions import DeletionVectorDescriptor, Protocol
 from dv_assets.mirror.delta.protocol import SUPPORTED_READER_FEATURES, check_protocol
 from dv_assets.mirror.delta.replay import DeltaTable
@@ -473,3 +474,87 @@ def test_a_sidecar_outside_the_sidecars_folder_is_refused(tmp_path: Path, path: 
     with pytest.raises(MirrorInputError, match="is not a file of") as err:
         DeltaTable(root).state(1)
     assert err.value.version == 1
+
+
+# --- compact state: stats text kept only while someone may read it; checkpoints streamed ---------------
+
+
+def test_changes_hand_out_stats_of_added_files_only(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = write_log(
+        tmp_path,
+        [
+            base_commit(add("a.parquet", rows=7), add("b.parquet", rows=8)),
+            [info("DELETE"), remove("a.parquet"), add("a.parquet", dv("dv1"), rows=7)],
+            [info("DELETE"), remove("b.parquet"), remove("a.parquet", dv("dv1"))],
+        ],
+    )
+    zero, one, two = DeltaTable(root).changes(0, 2)
+    # Added files carry their stats (the mirror's Iceberg metrics), also after later changes were read.
+    assert [f.parsed_stats for f in zero.added] == [{"numRecords": 7}, {"numRecords": 8}]
+    before, after = one.dv_changed[0]
+    # DV updates and files as they were live before: every field but the stats text, row counts included.
+    assert (after.stats, after.num_records, after.dv_unique_id) == (None, 7, "udv1@1")
+    assert before.stats is None and before.num_records == 7 and before == zero.added[0]
+    assert sorted((f.stats, f.num_records) for f in two.removed) == [(None, 7), (None, 8)]
+    assert {f.dv_unique_id for f in two.removed} == {"udv1@1", None}
+    # A range starting mid-log reads the state before it without stats at all.
+    (mid,) = DeltaTable(root).changes(2, 2)
+    assert sorted((f.stats, f.num_records) for f in mid.removed) == [(None, 7), (None, 8)]
+    # Commits are read a chunk at a time; lines cut across chunks read the same.
+    monkeypatch.setattr(delta_log, "JSON_CHUNK_BYTES", 5)
+    assert list(DeltaTable(root).changes(0, 2)) == [zero, one, two]
+
+
+def test_state_without_stats_keeps_row_counts(tmp_path: Path) -> None:
+    root = checkpointed_log(tmp_path)
+    write_parquet(root / "_delta_log" / f"{1:020d}.checkpoint.parquet", checkpoint_rows())
+    table = DeltaTable(root)
+    for version in (1, 2):
+        lean = table.state(version, with_stats=False).files
+        full = table.state(version).files
+        assert lean == full  # the stats text takes no part in equality
+        assert all(f.stats is None for f in lean.values()) and all(f.stats for f in full.values())
+        assert {Path(loc).name: f.num_records for loc, f in lean.items()} == {
+            "a.parquet": 10,
+            "b c.parquet": 5,
+        }
+
+
+def test_checkpoint_is_streamed_in_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    root = checkpointed_log(tmp_path)
+    rows = checkpoint_rows()[:2] + [checkpoint_add(f"f{i}.parquet", None, i) for i in range(25)]
+    write_parquet(
+        root / "_delta_log" / f"{1:020d}.checkpoint.parquet", rows[:20] + checkpoint_rows()[3:] + rows[20:]
+    )
+    monkeypatch.setattr(delta_log, "CHECKPOINT_BATCH_ROWS", 4)
+    for with_stats in (True, False):
+        files = {
+            Path(loc).name: f for loc, f in DeltaTable(root).state(1, with_stats=with_stats).files.items()
+        }
+        assert len(files) == 27
+        assert {name: f.num_records for name, f in files.items() if name.startswith("f")} == {
+            f"f{i}.parquet": i for i in range(25)
+        }
+        assert files["a.parquet"].deletion_vector == DeletionVectorDescriptor("u", "dv1", 1, 34, 2)
+        assert (files["f3.parquet"].parsed_stats is not None) is with_stats
+
+
+def test_live_files_share_repeated_values_and_keep_their_raw_path(tmp_path: Path) -> None:
+    adds = [add(f"p=x/f{i}.parquet", dv("shared")) for i in range(3)]
+    for action in adds:
+        action["add"]["partitionValues"] = {"p": "x"}
+    adds.append(add("p=x%20y/g.parquet"))
+    root = write_log(tmp_path, [base_commit(*adds)])
+    files = sorted(DeltaTable(root).state(0).files.values(), key=lambda f: f.path)
+    assert [f.path for f in files] == [
+        "p=x%20y/g.parquet",
+        "p=x/f0.parquet",
+        "p=x/f1.parquet",
+        "p=x/f2.parquet",
+    ]
+    assert files[0].location == f"{root}/p=x y/g.parquet"
+    assert files[1].partition_values is files[2].partition_values == {"p": "x"}
+    assert files[1].deletion_vector.path_or_inline_dv is files[3].deletion_vector.path_or_inline_dv
+    with pytest.raises(TypeError, match="read-only"):
+        files[1].partition_values["p"] = "y"  # type: ignore[index]
+    assert "path='p=x/f0.parquet'" in repr(files[1])

@@ -1,23 +1,85 @@
 """Frozen dataclasses of the Delta log actions the mirror needs, parsed from JSON commits or checkpoint rows.
 
-Checkpoint rows arrive as dicts too (pyarrow `to_pylist(maps_as_pydicts="strict")`), so one parser
-serves both. Unknown actions (txn, domainMetadata, cdc, checkpointMetadata, ...) are ignored by callers.
+Checkpoint rows arrive as dicts too (built per Arrow batch by log.py), so one parser serves both.
+Unknown actions (txn, domainMetadata, cdc, checkpointMetadata, ...) are ignored by callers.
 Parsing errors raise MirrorInputError without table/version context; callers add it with `.at()`.
+
+Log replay keeps one AddFile per live file, so a table of a million files holds a million of them:
+they are slotted, share equal partition-value and tag maps and DV file names through a `ValuePool`,
+and drop their stats text once no one needs it (`AddFile.without_stats`; see replay.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import decimal
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 from dv_assets.mirror.delta import column_mapping
 from dv_assets.mirror.delta.paths import resolve_location
 from dv_assets.mirror.errors import MirrorInputError
+
+_Shared = TypeVar("_Shared", str, int)
+
+
+class FrozenMap(dict[str, Any]):
+    """A read-only dict: one instance is shared by every file with the same partition values or tags.
+
+    A dict subclass (not a MappingProxyType) so that it compares, prints, pickles and serialises to
+    JSON like the plain dict it replaces.
+    """
+
+    __slots__ = ()
+
+    def _read_only(self, *args: Any, **kwargs: Any) -> NoReturn:
+        raise TypeError("a Delta log map is shared between files and read-only; copy it with dict()")
+
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+
+    def __reduce__(self) -> tuple[type[FrozenMap], tuple[dict[str, Any]]]:
+        # Rebuilt through __init__: the default dict-subclass protocol would call __setitem__.
+        return FrozenMap, (dict(self),)
+
+
+class ValuePool:
+    """One copy of each value that repeats across the files of one replay: partition-value and tag maps
+    (a partition's files all carry the same one), deletion-vector file names (one DELETE writes many DVs
+    into one file). Scoped to one `DeltaTable.state` / `changes` call, so it never outlives its replay."""
+
+    __slots__ = ("_maps", "_values")
+
+    def __init__(self) -> None:
+        self._maps: dict[tuple[tuple[str, Any], ...], FrozenMap] = {}
+        self._values: dict[str | int, str | int] = {}
+
+    def map(self, raw: Mapping[str, Any]) -> FrozenMap:
+        if isinstance(raw, FrozenMap):
+            return raw
+        key = tuple(raw.items())
+        # Only string (or null) values, as the protocol writes them, are shared: 1, 1.0 and True are
+        # equal as keys, so sharing anything else could hand one file another file's value.
+        if not all(type(k) is str and (v is None or type(v) is str) for k, v in key):
+            return FrozenMap(raw)
+        shared = self._maps.get(key)
+        if shared is None:
+            shared = self._maps[key] = FrozenMap(raw)
+        return shared
+
+    def shared(self, value: _Shared) -> _Shared:
+        """The pool's copy of an immutable value (a string, an int beyond CPython's small-int cache)."""
+        return self._values.setdefault(value, value)  # type: ignore[return-value]
+
+
+def _map(raw: Any, pool: ValuePool | None) -> FrozenMap:
+    if not isinstance(raw, Mapping):
+        raw = dict(raw or {})  # what dict() always accepted here: nothing, or key/value pairs
+    return FrozenMap(raw) if pool is None else pool.map(raw)
 
 
 def _required(raw: Mapping[str, Any], key: str, action: str) -> Any:
@@ -27,7 +89,7 @@ def _required(raw: Mapping[str, Any], key: str, action: str) -> Any:
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class DeletionVectorDescriptor:
     """`add.deletionVector` / `remove.deletionVector` (PROTOCOL.md, "Deletion Vector Descriptor Schema")."""
 
@@ -44,28 +106,33 @@ class DeletionVectorDescriptor:
         return base if self.offset is None else f"{base}@{self.offset}"
 
     @classmethod
-    def from_json(cls, raw: Mapping[str, Any]) -> DeletionVectorDescriptor:
+    def from_json(cls, raw: Mapping[str, Any], pool: ValuePool | None = None) -> DeletionVectorDescriptor:
         storage_type = _required(raw, "storageType", "deletionVector")
         if storage_type not in ("u", "i", "p"):
             raise MirrorInputError(f"deletion vector with unknown storageType {storage_type!r}")
         offset = raw.get("offset")
+        path_or_inline_dv = _required(raw, "pathOrInlineDv", "deletionVector")
+        if pool is not None and storage_type != "i" and isinstance(path_or_inline_dv, str):
+            # Many DVs share one DV file; an inline DV is unique to its file and not worth pooling.
+            path_or_inline_dv = pool.shared(path_or_inline_dv)
         return cls(
             storage_type=storage_type,
-            path_or_inline_dv=_required(raw, "pathOrInlineDv", "deletionVector"),
+            path_or_inline_dv=path_or_inline_dv,
             offset=None if offset is None else int(offset),
             size_in_bytes=int(_required(raw, "sizeInBytes", "deletionVector")),
             cardinality=int(_required(raw, "cardinality", "deletionVector")),
         )
 
 
-def _deletion_vector(raw: Mapping[str, Any]) -> DeletionVectorDescriptor | None:
+def _deletion_vector(raw: Mapping[str, Any], pool: ValuePool | None) -> DeletionVectorDescriptor | None:
     dv = raw.get("deletionVector")
-    return None if dv is None else DeletionVectorDescriptor.from_json(dv)
+    return None if dv is None else DeletionVectorDescriptor.from_json(dv, pool)
 
 
 class _LogicalFile:
     """What `add` and `remove` share: (path, DV unique id) is a logical file's key in log replay."""
 
+    __slots__ = ()  # keeps the slotted subclasses free of a per-instance __dict__
     deletion_vector: DeletionVectorDescriptor | None
 
     @property
@@ -73,84 +140,145 @@ class _LogicalFile:
         return None if self.deletion_vector is None else self.deletion_vector.unique_id
 
 
-@dataclass(frozen=True)
-class AddFile(_LogicalFile):
-    """A logical file of the table: a data file plus (optionally) its deletion vector."""
+def _parse_stats(stats: str | None) -> dict | None:
+    # Stats are optional and advisory: unreadable stats must not make the file unreadable.
+    if not stats or not isinstance(stats, str):
+        return None
+    try:
+        parsed = json.loads(stats)
+    except ValueError:
+        return None
+    return parsed if isinstance(parsed, dict) else None
 
-    path: str  # raw from the log (URL-encoded, maybe relative)
+
+def _num_records(stats: Mapping[str, Any] | None) -> int | None:
+    value = None if stats is None else stats.get("numRecords")
+    if value is None:
+        return None
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return None  # unreadable like the rest of bad stats: the row count then comes from the footer
+
+
+def _compact_path(path: str, location: str, pool: ValuePool | None) -> str | int:
+    """A path that is the tail of its location as where it starts there (so `AddFile.path` is exact)."""
+    if not isinstance(path, str) or not location.endswith(path):
+        return path
+    start = len(location) - len(path)
+    return start if pool is None else pool.shared(start)
+
+
+@dataclass(frozen=True, slots=True)
+class AddFile(_LogicalFile):
+    """A logical file of the table: a data file plus (optionally) its deletion vector.
+
+    `stats` is the JSON text while a reader may still want it: on the files a VersionChange adds (the
+    mirror builds their Iceberg metrics from it) and on a TableState read with stats. Replay drops it
+    from files it only keeps for later versions (`without_stats`), which then still know their
+    `num_records` (row counts of removed files, DV position bounds). It takes no part in equality: a
+    file is the same logical file with or without its advisory stats text.
+
+    `path` (raw from the log) is most often the tail of `location` (a relative path without escapes);
+    then only where it starts in `location` is stored, not a second copy of the name.
+    """
+
+    _path: str | int = field(repr=False)  # the raw path, or its start in `location` (see `path`)
     location: str  # absolute, decoded: a plain POSIX path for local tables, else a URI
-    partition_values: dict[str, str | None]  # keyed by physical column name (see Metadata.physical_names)
+    partition_values: Mapping[str, str | None]  # keyed by physical column name; shared, read-only
     size: int
     modification_time: int
     data_change: bool
-    stats: str | None
+    stats: str | None = field(compare=False)
     deletion_vector: DeletionVectorDescriptor | None
-    tags: dict[str, str | None] | None
+    tags: Mapping[str, str | None] | None  # shared, read-only
+    num_records: int | None  # stats' numRecords, kept when the stats text is dropped
 
     def __hash__(self) -> int:
-        # The generated hash would fail on the dict fields; (location, DV id) is the replay key.
+        # The generated hash would fail on the map fields; (location, DV id) is the replay key.
         return hash((self.location, self.dv_unique_id))
 
-    @cached_property
-    def parsed_stats(self) -> dict | None:
-        # Stats are optional and advisory: unreadable stats must not make the file unreadable.
-        if not self.stats:
-            return None
-        try:
-            parsed = json.loads(self.stats)
-        except ValueError:
-            return None
-        return parsed if isinstance(parsed, dict) else None
+    def __repr__(self) -> str:
+        shown = [("path", self.path)] + [
+            (f.name, getattr(self, f.name)) for f in dataclasses.fields(self) if f.name != "_path"
+        ]
+        return f"AddFile({', '.join(f'{name}={value!r}' for name, value in shown)})"
 
     @property
-    def num_records(self) -> int | None:
-        stats = self.parsed_stats
-        value = None if stats is None else stats.get("numRecords")
-        return None if value is None else int(value)
+    def path(self) -> str:
+        """The file's path as the log writes it (URL-encoded, maybe relative)."""
+        raw = self._path
+        return self.location[raw:] if isinstance(raw, int) else raw
+
+    @property
+    def parsed_stats(self) -> dict | None:
+        """The stats JSON parsed (not cached: a slotted file has no room for it, and few callers ask)."""
+        return _parse_stats(self.stats)
+
+    def without_stats(self) -> AddFile:
+        """This file without its stats text, for keeping it live in a replay."""
+        return self if self.stats is None else dataclasses.replace(self, stats=None)
 
     @classmethod
-    def from_action(cls, raw: Mapping[str, Any], table_root: str) -> AddFile:
+    def from_action(
+        cls,
+        raw: Mapping[str, Any],
+        table_root: str,
+        *,
+        pool: ValuePool | None = None,
+        keep_stats: bool = True,
+    ) -> AddFile:
         path = _required(raw, "path", "add")
         stats = raw.get("stats")
-        if stats is None and raw.get("stats_parsed") is not None:
+        struct_stats = raw.get("stats_parsed")
+        if stats is None and struct_stats is not None:
             # Checkpoints written with writeStatsAsJson=false carry only the struct form.
-            stats = json.dumps(_jsonable(raw["stats_parsed"]), separators=(",", ":"))
+            num_records = _num_records(struct_stats) if isinstance(struct_stats, Mapping) else None
+            if keep_stats:
+                stats = json.dumps(_jsonable(struct_stats), separators=(",", ":"))
+        else:
+            num_records = _num_records(_parse_stats(stats))
+        tags = raw.get("tags")
+        location = resolve_location(table_root, path)
         return cls(
-            path=path,
-            location=resolve_location(table_root, path),
-            partition_values=dict(raw.get("partitionValues") or {}),
+            _path=_compact_path(path, location, pool),
+            location=location,
+            partition_values=_map(raw.get("partitionValues"), pool),
             size=int(_required(raw, "size", "add")),
             modification_time=int(raw.get("modificationTime") or 0),
             data_change=bool(raw.get("dataChange", True)),
-            stats=stats,
-            deletion_vector=_deletion_vector(raw),
-            tags=None if raw.get("tags") is None else dict(raw["tags"]),
+            stats=stats if keep_stats else None,
+            deletion_vector=_deletion_vector(raw, pool),
+            tags=None if tags is None else _map(tags, pool),
+            num_records=num_records,
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RemoveFile(_LogicalFile):
     """A `remove` action: ends the logical file (path, DV id). Most fields are optional in the log."""
 
     path: str
     location: str
-    partition_values: dict[str, str | None] | None
+    partition_values: Mapping[str, str | None] | None
     size: int | None
     data_change: bool
     deletion_vector: DeletionVectorDescriptor | None
 
     @classmethod
-    def from_action(cls, raw: Mapping[str, Any], table_root: str) -> RemoveFile:
+    def from_action(
+        cls, raw: Mapping[str, Any], table_root: str, *, pool: ValuePool | None = None
+    ) -> RemoveFile:
         path = _required(raw, "path", "remove")
         size = raw.get("size")
         partition_values = raw.get("partitionValues")
         return cls(
             path=path,
             location=resolve_location(table_root, path),
-            partition_values=None if partition_values is None else dict(partition_values),
+            partition_values=None if partition_values is None else _map(partition_values, pool),
             size=None if size is None else int(size),
             data_change=bool(raw.get("dataChange", True)),
-            deletion_vector=_deletion_vector(raw),
+            deletion_vector=_deletion_vector(raw, pool),
         )
 
 
@@ -200,7 +328,7 @@ class Metadata:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Protocol:
     """The `protocol` action. Features are None for legacy protocols (reader < 3 / writer < 7)."""
 
@@ -239,19 +367,25 @@ class CommitActions:
 
 
 def parse_actions(
-    raw_actions: Iterable[Mapping[str, Any]], table_root: str, *, include_removes: bool = True
+    raw_actions: Iterable[Mapping[str, Any]],
+    table_root: str,
+    *,
+    include_removes: bool = True,
+    pool: ValuePool | None = None,
+    keep_stats: bool = True,
 ) -> CommitActions:
-    """Sort a commit's raw actions into a CommitActions. Checkpoint tombstones are skipped on request."""
+    """Sort a commit's raw actions into a CommitActions. Checkpoint tombstones are skipped on request;
+    adds keep their stats text unless `keep_stats` is false (their num_records stays either way)."""
     commit_info: dict = {}
     protocol = metadata = None
     adds: list[AddFile] = []
     removes: list[RemoveFile] = []
     for action in raw_actions:
         if (raw := action.get("add")) is not None:
-            adds.append(AddFile.from_action(raw, table_root))
+            adds.append(AddFile.from_action(raw, table_root, pool=pool, keep_stats=keep_stats))
         elif (raw := action.get("remove")) is not None:
             if include_removes:
-                removes.append(RemoveFile.from_action(raw, table_root))
+                removes.append(RemoveFile.from_action(raw, table_root, pool=pool))
         elif (raw := action.get("metaData")) is not None:
             metadata = Metadata.from_action(raw)
         elif (raw := action.get("protocol")) is not None:

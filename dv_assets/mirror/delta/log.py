@@ -4,6 +4,10 @@ V2 with sidecars, JSON or Parquet) and `_last_checkpoint`.
 Like delta-kernel-rs, file names are parsed into typed LogFiles, and a listing is grouped into the
 commits and the complete checkpoints per version; replay.py decides which of them to read.
 All storage reads of the package are here, through `FileIO` (local paths and remote URIs alike).
+
+Actions are streamed, never loaded whole: a commit is split into lines one at a time, and a Parquet
+checkpoint (each part, each sidecar) is read batch by batch, only the columns replay uses, so what
+a checkpoint of a million files costs in memory is the state it builds, not its rows as Python dicts.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from dv_assets.mirror.delta.paths import resolve_location
 from dv_assets.mirror.errors import MirrorInputError
@@ -27,6 +32,22 @@ SIDECAR_DIR = "_sidecars"
 LAST_CHECKPOINT = "_last_checkpoint"
 # Checkpoint columns that make up a table state; tombstones (`remove`) and txn/domainMetadata are not needed.
 CHECKPOINT_COLUMNS = ("add", "metaData", "protocol", "sidecar", "checkpointMetadata")
+# The fields of a checkpoint's `add` that AddFile reads (its stats_parsed is chosen separately).
+ADD_FIELDS = (
+    "path",
+    "partitionValues",
+    "size",
+    "modificationTime",
+    "dataChange",
+    "tags",
+    "deletionVector",
+    "stats",
+)
+_REQUIRED_ADD_FIELDS = ("path", "size")
+# Rows per Arrow batch when streaming a checkpoint: bounds the Python objects alive at once.
+CHECKPOINT_BATCH_ROWS = 8192
+# Bytes read at a time from a JSON commit or checkpoint (lines are cut from them as they come).
+JSON_CHUNK_BYTES = 1 << 20
 
 
 class LogFileKind(enum.Enum):
@@ -175,22 +196,34 @@ class DeltaLog:
 
     def read_commit(self, commit: LogFile) -> list[dict[str, Any]]:
         """The actions of a JSON commit, in file order."""
-        return self._read_json_lines(commit.name, commit.version)
+        return list(self.iter_commit(commit))
 
-    def read_checkpoint(self, checkpoint: Checkpoint) -> Iterator[dict[str, Any]]:
-        """The state-bearing actions of a checkpoint (adds, metaData, protocol), sidecars expanded."""
+    def iter_commit(self, commit: LogFile) -> Iterator[dict[str, Any]]:
+        """The actions of a JSON commit, in file order, parsed one line at a time."""
+        return self._iter_json_lines(commit.name, commit.version)
+
+    def read_checkpoint(self, checkpoint: Checkpoint, *, stats: bool = True) -> Iterator[dict[str, Any]]:
+        """The state-bearing actions of a checkpoint (adds, metaData, protocol), sidecars expanded.
+
+        Without `stats`, adds come without their stats (but for what gives their numRecords), and
+        Parquet parts skip the columns that hold them.
+        """
         for f in checkpoint.files:
             if f.is_json:
-                actions: list[dict[str, Any]] = self._read_json_lines(f.name, f.version)
+                actions = self._iter_json_lines(f.name, f.version)
             else:
-                actions = self._read_parquet_actions(self.file_path(f.name), f.version, CHECKPOINT_COLUMNS)
+                actions = self._iter_parquet_actions(
+                    self.file_path(f.name), f.version, CHECKPOINT_COLUMNS, stats=stats
+                )
             for action in actions:
                 if (sidecar := action.get("sidecar")) is not None:
-                    yield from self._read_sidecar(sidecar, checkpoint.version, f.name)
+                    yield from self._read_sidecar(sidecar, checkpoint.version, f.name, stats=stats)
                 elif action.get("remove") is None:
                     yield action
 
-    def _read_sidecar(self, sidecar: dict, version: int, referenced_by: str) -> list[dict[str, Any]]:
+    def _read_sidecar(
+        self, sidecar: dict, version: int, referenced_by: str, *, stats: bool
+    ) -> Iterator[dict[str, Any]]:
         path = sidecar.get("path")
         if not path:
             raise self._error(f"sidecar action without a path in {referenced_by}", version=version)
@@ -203,21 +236,22 @@ class DeltaLog:
                 version=version,
                 file=location,
             )
-        return self._read_parquet_actions(location, version, ("add",))
+        return self._iter_parquet_actions(location, version, ("add",), stats=stats)
 
-    def _read_json_lines(self, name: str, version: int) -> list[dict[str, Any]]:
+    def _iter_json_lines(self, name: str, version: int) -> Iterator[dict[str, Any]]:
         path = self.file_path(name)
-        try:
-            text = self._io.read(path).decode("utf-8")
-        except FileNotFoundError as exc:
-            raise self._error("log file is missing", version=version, file=path) from exc
-        except (OSError, UnicodeDecodeError) as exc:
-            raise self._error(f"cannot read log file: {exc}", version=version, file=path) from exc
-        actions = []
         # Newline-delimited JSON: split on "\n" only. str.splitlines() would also split at U+2028,
         # U+0085, \x1c and the like, which may appear raw inside JSON strings (operation parameters,
         # partition values). A trailing "\r" (CRLF) is JSON whitespace, which json.loads skips.
-        for number, line in enumerate(text.split("\n"), start=1):
+        # Lines are cut from the bytes as they are read (a b"\n" is never part of a multi-byte UTF-8
+        # character): neither the file nor a decoded copy of it is ever held whole.
+        for number, raw in enumerate(self._lines(path, version), start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise self._error(
+                    f"cannot read log file: line {number}: {exc}", version=version, file=path
+                ) from exc
             if not line.strip():
                 continue
             try:
@@ -226,25 +260,128 @@ class DeltaLog:
                 raise self._error(f"line {number} is not JSON: {exc}", version=version, file=path) from exc
             if not isinstance(action, dict):
                 raise self._error(f"line {number} is not a JSON object", version=version, file=path)
-            actions.append(action)
-        return actions
+            yield action
 
-    def _read_parquet_actions(
-        self, path: str, version: int, columns: tuple[str, ...]
-    ) -> list[dict[str, Any]]:
+    def _lines(self, path: str, version: int) -> Iterator[bytes]:
+        """The file's bytes split at b"\n" (the last piece too, empty or not), read a chunk at a time."""
         try:
-            table = self._io.read_parquet(path, columns)
+            handle = self._io.open_input(path)
+        except FileNotFoundError as exc:
+            raise self._error("log file is missing", version=version, file=path) from exc
+        except OSError as exc:
+            raise self._error(f"cannot read log file: {exc}", version=version, file=path) from exc
+        with handle:
+            pending = bytearray()  # the start of a line the next chunk ends
+            while True:
+                try:
+                    chunk = handle.read(JSON_CHUNK_BYTES)
+                except OSError as exc:
+                    raise self._error(f"cannot read log file: {exc}", version=version, file=path) from exc
+                if not chunk:
+                    break
+                pieces = chunk.split(b"\n")
+                pending += pieces[0]
+                if len(pieces) == 1:
+                    continue
+                yield bytes(pending)
+                yield from pieces[1:-1]
+                pending = bytearray(pieces[-1])
+            yield bytes(pending)
+
+    def _iter_parquet_actions(
+        self, path: str, version: int, columns: tuple[str, ...], *, stats: bool
+    ) -> Iterator[dict[str, Any]]:
+        """A checkpoint Parquet file's actions, one Arrow batch at a time, only the columns replay uses."""
+        try:
+            handle = self._io.open_input(path)
         except FileNotFoundError as exc:
             raise self._error("checkpoint file is missing", version=version, file=path) from exc
         except (OSError, pa.ArrowException) as exc:
             raise self._error(f"cannot read checkpoint Parquet: {exc}", version=version, file=path) from exc
-        actions: list[dict[str, Any]] = []
-        for name in table.column_names:
-            column = table.column(name)
-            # Each row holds one action; keep only this column's non-null rows.
-            rows = column.filter(pc.is_valid(column)).to_pylist(maps_as_pydicts="strict")
-            actions.extend({name: row} for row in rows)
-        return actions
+        with handle:
+            try:
+                parquet = pq.ParquetFile(handle)
+                selected = _checkpoint_columns(parquet.schema_arrow, columns, stats=stats)
+                if not selected:
+                    return
+                batches = iter(parquet.iter_batches(batch_size=CHECKPOINT_BATCH_ROWS, columns=selected))
+            except (OSError, pa.ArrowException) as exc:
+                raise self._error(
+                    f"cannot read checkpoint Parquet: {exc}", version=version, file=path
+                ) from exc
+            while True:
+                try:
+                    batch = next(batches)
+                except StopIteration:
+                    return
+                except (OSError, pa.ArrowException) as exc:
+                    raise self._error(
+                        f"cannot read checkpoint Parquet: {exc}", version=version, file=path
+                    ) from exc
+                yield from _batch_actions(batch)
 
     def _error(self, reason: str, *, version: int | None = None, file: str | None = None) -> MirrorInputError:
         return MirrorInputError(reason, table=self.table_root, version=version, file=file)
+
+
+def _checkpoint_columns(schema: pa.Schema, columns: tuple[str, ...], *, stats: bool) -> list[str]:
+    """The (nested) columns to read of a checkpoint file with this schema: of `add` only the fields
+    AddFile reads, and of stats_parsed (the struct form of stats) all of it with `stats`, else its
+    numRecords alone (a file's row count must survive dropping its stats)."""
+    selected: list[str] = []
+    for name in columns:
+        if schema.get_field_index(name) < 0:
+            continue
+        add_type = schema.field(name).type
+        if name != "add" or not pa.types.is_struct(add_type):
+            selected.append(name)
+            continue
+        fields = {add_type.field(i).name: add_type.field(i).type for i in range(add_type.num_fields)}
+        if any(required not in fields for required in _REQUIRED_ADD_FIELDS):
+            selected.append(name)  # read whole, so that parsing names the missing field
+            continue
+        selected += [f"add.{field}" for field in ADD_FIELDS if field in fields]
+        struct_stats = fields.get("stats_parsed")
+        if struct_stats is None:
+            continue
+        if stats:
+            selected.append("add.stats_parsed")
+        elif pa.types.is_struct(struct_stats) and struct_stats.get_field_index("numRecords") >= 0:
+            selected.append("add.stats_parsed.numRecords")
+    return selected
+
+
+def _batch_actions(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
+    """The actions of one batch of checkpoint rows: each row holds one action in one column."""
+    for name in batch.schema.names:
+        column = batch.column(name)
+        present = column.filter(pc.is_valid(column))
+        if len(present) == 0:
+            continue
+        if name == "add" and pa.types.is_struct(present.type):
+            yield from ({"add": row} for row in _add_rows(present))
+        else:
+            yield from ({name: row} for row in present.to_pylist(maps_as_pydicts="strict"))
+
+
+def _add_rows(adds: pa.StructArray) -> Iterator[dict[str, Any]]:
+    """Checkpoint `add` rows as the dicts AddFile parses, built from whole columns: stats_parsed only
+    for the rows without JSON stats, the only rows that use it."""
+    names = [adds.type.field(i).name for i in range(adds.type.num_fields)]
+    children = dict(zip(names, adds.flatten(), strict=True))
+    struct_stats = children.pop("stats_parsed", None)
+    values = {name: child.to_pylist(maps_as_pydicts="strict") for name, child in children.items()}
+    from_struct: dict[int, Any] = {}
+    if struct_stats is not None:
+        text = children.get("stats")
+        without_text = pc.is_null(text) if text is not None else pa.array([True] * len(adds))
+        indices = pc.indices_nonzero(pc.and_(without_text, pc.is_valid(struct_stats)))
+        if len(indices):
+            parsed = struct_stats.take(indices).to_pylist(maps_as_pydicts="strict")
+            from_struct = dict(zip(indices.to_pylist(), parsed, strict=True))
+    keys = list(values)
+    for index, row_values in enumerate(zip(*values.values(), strict=True)):
+        row = dict(zip(keys, row_values, strict=True))
+        if index in from_struct:
+            row["stats_parsed"] = from_struct[index]
+        yield row

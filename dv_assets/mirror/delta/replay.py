@@ -4,16 +4,30 @@ A logical file is keyed on (path, DV unique id) (PROTOCOL.md, "Action Reconcilia
 ends only the logical file with its own DV id, so `remove(p, dv1)` + `add(p, dv2)` in one commit is a
 DV update of the live file `p`. A valid snapshot holds at most one logical file per path, so the live
 set is a dict keyed on the decoded location.
+
+Memory: the live set is what a replay keeps, so it keeps each file compactly (actions.py) and keeps
+the stats text only of files someone may still read it from: a VersionChange's added files (the
+mirror's Iceberg metrics come from it) and a TableState asked for with stats. Once a change has been
+handed out, its files stay live without their stats text; `removed` and `dv_changed` therefore hand
+out files *without* stats text, but with every other field and their num_records (a DV update keeps
+the data file's Iceberg entry and metrics; it needs only the row count, the bound of DV positions).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from dv_assets.mirror.delta.actions import AddFile, CommitActions, Metadata, Protocol, parse_actions
+from dv_assets.mirror.delta.actions import (
+    AddFile,
+    CommitActions,
+    Metadata,
+    Protocol,
+    ValuePool,
+    parse_actions,
+)
 from dv_assets.mirror.delta.log import DeltaLog, LogListing
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.protocol import check_protocol
@@ -26,7 +40,7 @@ class TableState:
     version: int
     protocol: Protocol
     metadata: Metadata
-    files: dict[str, AddFile]  # keyed by AddFile.location
+    files: dict[str, AddFile]  # keyed by AddFile.location; stats text only if asked for
 
 
 @dataclass(frozen=True)
@@ -39,9 +53,10 @@ class VersionChange:
     metadata: Metadata  # current after the commit
     metadata_changed: bool
     protocol_changed: bool
-    added: list[AddFile]  # live after, not before
-    removed: list[AddFile]  # live before, not after (as it was live before)
-    dv_changed: list[tuple[AddFile, AddFile]]  # (before, after): same location, different DV id
+    added: list[AddFile]  # live after, not before (with stats)
+    removed: list[AddFile]  # live before, not after (as it was live before, without stats text)
+    # (before, after): same location, different DV id; both without stats text
+    dv_changed: list[tuple[AddFile, AddFile]]
     data_change: bool  # any add/remove of the commit has dataChange=true
     operation: str | None
 
@@ -114,13 +129,15 @@ class DeltaTable:
         listing = self._log.list()
         if version not in listing.commits:
             return None
-        return self._read_commit(listing, version).commit_info
+        return self._read_commit(listing, version, ValuePool(), keep_stats=False).commit_info
 
     # --- state ----------------------------------------------------------------------------------
 
-    def state(self, version: int) -> TableState:
+    def state(self, version: int, *, with_stats: bool = True) -> TableState:
+        """The live files at `version`. Without `with_stats` their stats text is dropped while reading
+        (num_records stays): what row counts and DV checks need, in a fraction of the memory."""
         listing = self._log.list()
-        replay = self._replay_to(listing, version)
+        replay = self._replay_to(listing, version, ValuePool(), keep_stats=with_stats)
         return self._table_state(replay)
 
     def changes(self, start: int, end: int) -> Iterator[VersionChange]:
@@ -133,24 +150,31 @@ class DeltaTable:
                 table=self.table_root,
                 version=start if start < oldest or start > latest else end,
             )
+        pool = ValuePool()
         if start == 0:
             replay = _Replay(-1, None, None, {})
             first = start
         elif start == oldest:
-            # Nothing before `start` survives: its change is "the whole state added".
-            replay = self._replay_to(listing, start)
+            # Nothing before `start` survives: its change is "the whole state added", with stats.
+            replay = self._replay_to(listing, start, pool, keep_stats=True)
             yield self._whole_state_change(listing, replay)
+            _drop_stats(replay.files, list(replay.files.values()))
             first = start + 1
         else:
-            replay = self._replay_to(listing, start - 1)
+            # No file live before `start` is ever handed out as added: no stats text needed.
+            replay = self._replay_to(listing, start - 1, pool, keep_stats=False)
             first = start
         for version in range(first, end + 1):
-            commit = self._read_commit(listing, version)
-            yield self._advance(replay, commit, version)
+            change = self._advance(
+                replay, self._read_commit(listing, version, pool, keep_stats=True), version
+            )
+            yield change
+            # Handed out: the files stay live for later versions, which need their stats no more.
+            _drop_stats(replay.files, change.added)
 
     # --- internals ------------------------------------------------------------------------------
 
-    def _replay_to(self, listing: LogListing, version: int) -> _Replay:
+    def _replay_to(self, listing: LogListing, version: int, pool: ValuePool, *, keep_stats: bool) -> _Replay:
         """Newest usable checkpoint <= version, then the JSON commits after it."""
         if version < 0 or version > max(listing.versions):
             raise MirrorInputError(
@@ -169,28 +193,40 @@ class DeltaTable:
                 version=version,
                 file=self._log.file_path(f"{missing:020d}.json"),
             )
-        replay = _Replay(-1, None, None, {}) if start < 0 else self._load_checkpoint(listing, start)
+        if start < 0:
+            replay = _Replay(-1, None, None, {})
+        else:
+            replay = self._load_checkpoint(listing, start, pool, keep_stats=keep_stats)
         for v in range(start + 1, version + 1):
-            commit = self._read_commit(listing, v)
+            commit = self._read_commit(listing, v, pool, keep_stats=keep_stats)
             apply_commit(replay.files, commit)
             replay.protocol = commit.protocol or replay.protocol
             replay.metadata = commit.metadata or replay.metadata
             replay.version = v
         return replay
 
-    def _load_checkpoint(self, listing: LogListing, version: int) -> _Replay:
+    def _load_checkpoint(
+        self, listing: LogListing, version: int, pool: ValuePool, *, keep_stats: bool
+    ) -> _Replay:
         checkpoint = listing.checkpoints[version][0]
         file = self._log.file_path(checkpoint.files[0].name)
         try:
+            # Streamed part by part, batch by batch; without stats, their columns are not even read.
             actions = parse_actions(
-                self._log.read_checkpoint(checkpoint), self.table_root, include_removes=False
+                self._log.read_checkpoint(checkpoint, stats=keep_stats),
+                self.table_root,
+                include_removes=False,
+                pool=pool,
+                keep_stats=keep_stats,
             )
         except MirrorInputError as exc:
             raise exc.at(table=self.table_root, version=version, file=file) from exc
         files = {add.location: add for add in actions.adds}
         return _Replay(version, actions.protocol, actions.metadata, files)
 
-    def _read_commit(self, listing: LogListing, version: int) -> CommitActions:
+    def _read_commit(
+        self, listing: LogListing, version: int, pool: ValuePool, *, keep_stats: bool
+    ) -> CommitActions:
         commit = listing.commits.get(version)
         if commit is None:
             raise MirrorInputError(
@@ -200,7 +236,9 @@ class DeltaTable:
                 file=self._log.file_path(f"{version:020d}.json"),
             )
         try:
-            return parse_actions(self._log.read_commit(commit), self.table_root)
+            return parse_actions(
+                self._log.iter_commit(commit), self.table_root, pool=pool, keep_stats=keep_stats
+            )
         except MirrorInputError as exc:
             raise exc.at(
                 table=self.table_root, version=version, file=self._log.file_path(commit.name)
@@ -208,6 +246,11 @@ class DeltaTable:
 
     def _advance(self, replay: _Replay, commit: CommitActions, version: int) -> VersionChange:
         added, removed, dv_changed = apply_commit(replay.files, commit)
+        # Only the added files take their stats text out of this commit (and the commit, not kept, takes
+        # the originals along): what else it added stays live without it, DV updates included.
+        handed_out = {id(add) for add in added}
+        _drop_stats(replay.files, [add for add in commit.adds if id(add) not in handed_out])
+        dv_changed = [(before, replay.files[after.location]) for before, after in dv_changed]
         protocol_changed = commit.protocol is not None and commit.protocol != replay.protocol
         metadata_changed = commit.metadata is not None and commit.metadata != replay.metadata
         replay.protocol = commit.protocol or replay.protocol
@@ -232,14 +275,17 @@ class DeltaTable:
         """The change of a version nothing before survives of: its whole state, added to nothing."""
         commit_info: dict = {}
         if replay.version in listing.commits:
-            commit_info = self._read_commit(listing, replay.version).commit_info
+            commit_info = self._read_commit(
+                listing, replay.version, ValuePool(), keep_stats=False
+            ).commit_info
         whole = CommitActions(commit_info, replay.protocol, replay.metadata, list(replay.files.values()))
         change = self._advance(_Replay(replay.version - 1, None, None, {}), whole, replay.version)
         return dataclasses.replace(change, data_change=bool(change.added))
 
     def _table_state(self, replay: _Replay) -> TableState:
         protocol, metadata = self._checked(replay)
-        return TableState(replay.version, protocol, metadata, dict(replay.files))
+        # The replay was made for this state alone: its dict is handed over, not copied.
+        return TableState(replay.version, protocol, metadata, replay.files)
 
     def _checked(self, replay: _Replay) -> tuple[Protocol, Metadata]:
         pairs = (("protocol", replay.protocol), ("metaData", replay.metadata))
@@ -254,6 +300,14 @@ class DeltaTable:
         if self.enforce_protocol:
             check_protocol(replay.protocol, table=self.table_root, version=replay.version)
         return replay.protocol, replay.metadata
+
+
+def _drop_stats(files: dict[str, AddFile], handed_out: Iterable[AddFile]) -> None:
+    """Replace the files just handed out, where still live, by copies without their stats text (the
+    consumer's own references keep it as long as it needs)."""
+    for add in handed_out:
+        if add.stats is not None and files.get(add.location) is add:
+            files[add.location] = add.without_stats()
 
 
 def _contiguous_from(listing: LogListing) -> int:
