@@ -9,7 +9,7 @@ paths), a URI otherwise. Tests inject faults by subclassing `FileIO`, never thro
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -30,16 +30,21 @@ class FileInfo:
     mtime_s: float | None = None  # seconds since the epoch
 
 
+_LOCAL = pafs.LocalFileSystem()
+
+
 class FileIO:
     """Storage access by location. Stateless; one instance may be shared by threads."""
 
     def resolve(self, location: str) -> tuple[pafs.FileSystem, str]:
         """The pyarrow file system of `location` and the path within it."""
+        if location.startswith("/"):  # a plain absolute path, by far the commonest: no parsing
+            return _LOCAL, location
         parsed = urlparse(location)
         if parsed.scheme == "file":
-            return pafs.LocalFileSystem(), unquote(parsed.path)
+            return _LOCAL, unquote(parsed.path)
         if not parsed.scheme or len(parsed.scheme) == 1:  # a plain path (or a Windows drive letter)
-            return pafs.LocalFileSystem(), location
+            return _LOCAL, location
         return pafs.FileSystem.from_uri(location)
 
     # -- reading ---------------------------------------------------------------------------------------
@@ -81,6 +86,23 @@ class FileIO:
         filesystem, path = self.resolve(location)
         info = filesystem.get_file_info(path)
         return self._info(location, info)
+
+    def stat_many(self, locations: Sequence[str]) -> list[FileInfo]:
+        """`stat` of each location, in order: one file-system call per file system, not one per file."""
+        groups: list[tuple[pafs.FileSystem, list[int], list[str]]] = []
+        for index, location in enumerate(locations):
+            filesystem, path = self.resolve(location)
+            group = next((g for g in groups if g[0].equals(filesystem)), None)
+            if group is None:
+                group = (filesystem, [], [])
+                groups.append(group)
+            group[1].append(index)
+            group[2].append(path)
+        found: list[FileInfo | None] = [None] * len(locations)
+        for filesystem, indexes, paths in groups:
+            for index, info in zip(indexes, filesystem.get_file_info(paths), strict=True):
+                found[index] = self._info(locations[index], info)
+        return [info for info in found if info is not None]
 
     def list_dir(self, location: str) -> list[FileInfo]:
         """The entries directly under the folder `location` (none when it does not exist), by name."""

@@ -1,7 +1,7 @@
 """Facts about a Delta data file that may need its storage: its row count and that it is really there.
 
 The log usually knows both (stats' numRecords, add.size); storage is asked only to confirm what the
-mirror is about to reference, one metadata call per file the version adds.
+mirror is about to reference, one metadata call per version for the files it adds.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def check_data_files_present(adds: Iterable[AddFile], io: FileIO | None = None) 
     A manifest entry pointing at nothing would commit cleanly and fail every reader later.
     """
     io = io or FileIO()
-    for add in adds:
-        info = io.stat(add.location)
+    files = list(adds)
+    for add, info in zip(files, io.stat_many([add.location for add in files]), strict=True):
         if not info.is_file:
             raise MirrorInputError("the data file the log adds does not exist", file=add.location)
         if info.size != add.size:

@@ -26,6 +26,7 @@ MIN/MAX from metadata must not trust them: the mirror table should carry `MIRROR
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import struct
@@ -107,7 +108,9 @@ def metrics_from_delta_stats(
     record_count = num_records if isinstance(num_records, int) and not isinstance(num_records, bool) else None
     tight = parsed.get("tightBounds", True) is not False
     nulls, lowers, uppers = {}, {}, {}
-    for leaf in _leaves(delta_schema, iceberg_schema, column_mapping_mode or "none", set(partition_columns)):
+    for leaf in _leaves_of(
+        delta_schema, iceberg_schema, column_mapping_mode or "none", tuple(partition_columns)
+    ):
         null_count = _lookup(parsed.get("nullCount"), leaf.stats_path)
         if _is_int(null_count) and (tight or null_count == 0 or null_count == record_count):
             nulls[leaf.field_id] = null_count
@@ -145,6 +148,24 @@ class _Leaf:
     field_id: int
     iceberg_type: str
     skip_bounds: bool
+
+
+# The leaves of the last schemas asked for: every file of a version shares them, so the walk is done
+# once per version, not once per file. The key is a copy compared by value (a C-level dict comparison):
+# a schema changed in place can never be served stale leaves.
+_last_leaves: list[tuple[tuple[Any, ...], tuple[_Leaf, ...]]] = []
+
+
+def _leaves_of(
+    delta_schema: Mapping[str, Any], iceberg_schema: Mapping[str, Any], mode: str, partition_columns: tuple
+) -> tuple[_Leaf, ...]:
+    key = (delta_schema, iceberg_schema, mode, partition_columns)
+    last = _last_leaves[0] if _last_leaves else None  # one read: another thread may replace it
+    if last is not None and last[0] == key:
+        return last[1]
+    leaves = tuple(_leaves(delta_schema, iceberg_schema, mode, set(partition_columns)))
+    _last_leaves[:] = [(copy.deepcopy(key), leaves)]
+    return leaves
 
 
 def _leaves(
