@@ -60,7 +60,7 @@ def row_count_result(
     snapshot = _snapshot(spark, source, version, mirror)
     if snapshot is None:
         return _no_snapshot(source, version)
-    from_log = live_rows(DeltaTable(source.delta_path).state(version))
+    from_log = live_rows(DeltaTable(source.delta_path).state(version, with_stats=False))
     from_delta_read = (
         spark.read.format("delta").option("versionAsOf", version).load(source.delta_path).count()
     )
@@ -98,7 +98,7 @@ def dv_problems(
         f"SELECT file_path, referenced_data_file, record_count "
         f"FROM {table}.delete_files VERSION AS OF {snapshot_id}"
     ).collect()
-    delta_dvs = dv_cardinalities(DeltaTable(source.delta_path).state(version))
+    delta_dvs = dv_cardinalities(DeltaTable(source.delta_path).state(version, with_stats=False))
     per_file = Counter(row.referenced_data_file for row in deletes)
     iceberg_cardinality: dict[str, int] = {}
     for row in deletes:
