@@ -8,7 +8,8 @@ the JSON of Iceberg's own `ContentFileParser`, so Iceberg Java builds its `DataF
 objects itself (py4j would otherwise box longs as Integers inside metrics maps and partition tuples),
 and they cross in bulk: one call per version stages all of them and one call per run reads the table's
 delete files back, through the project's helper `dev.dvmirror.ContentFileBatch` (jvm/src, built by
-`make jars`), never a round trip per file.
+`make jars`), never a round trip per file. The lines go through a private local file, streamed on both
+sides: the driver's Python and its JVM share a machine, and a large version never becomes one string.
 
 Each Delta version becomes one Iceberg transaction: optional schema/property updates and one row-delta
 snapshot, committed together or not at all.
@@ -16,9 +17,12 @@ snapshot, committed together or not at all.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Iterable, Mapping
+import tempfile
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
@@ -252,9 +256,12 @@ class IcebergJava:
         if snapshot is None:
             return {}
         found: dict[str, DeleteFile] = {}
-        for line in str(self._batch.deleteFiles(table, snapshot.snapshotId())).splitlines():
-            parsed = DeleteFile.from_json(json.loads(line))
-            found[parsed.referenced_data_file] = parsed
+        with _lines_file() as path:
+            self._batch.writeDeleteFiles(table, snapshot.snapshotId(), str(path))
+            with path.open(encoding="utf-8") as lines:
+                for line in lines:
+                    parsed = DeleteFile.from_json(json.loads(line))
+                    found[parsed.referenced_data_file] = parsed
         return found
 
     def snapshot_files(self, table_name: str, snapshot_ids: Iterable[int]) -> dict[int, SnapshotFiles]:
@@ -383,9 +390,9 @@ class IcebergJava:
                 .validateDeletedFiles()
                 .validateNoConflictingDeleteFiles()
             )
-        staged = self._batch.stage(row_delta, _content_file_lines(request), spec)
-        expected = sum(map(len, (request.remove_delete_files, request.remove_data_files)))
-        expected += len(request.add_data_files) + len(request.add_delete_files)
+        with _lines_file() as path:
+            expected = _write_content_file_lines(request, path)
+            staged = self._batch.stage(row_delta, str(path), spec)
         if staged != expected:
             raise RuntimeError(f"staged {staged} content files of {expected} for {request.delta_version}")
         row_delta = row_delta.set(DELTA_VERSION_PROPERTY, str(request.delta_version))
@@ -466,9 +473,16 @@ class IcebergJava:
         return bool(self._catalog.dropTable(self._identifier(table_name), False))
 
 
-def _content_file_lines(request: CommitRequest) -> str:
-    """The request's content files for `ContentFileBatch.stage`: `<action> TAB <ContentFileParser JSON>`
-    per line, removals first."""
+@contextlib.contextmanager
+def _lines_file() -> Iterator[Path]:
+    """A private local file for content-file lines between this process and its JVM (same machine)."""
+    with tempfile.TemporaryDirectory(prefix="dvmirror-") as folder:
+        yield Path(folder) / "content-files.jsonl"
+
+
+def _write_content_file_lines(request: CommitRequest, path: Path) -> int:
+    """The request's content files for `ContentFileBatch.stage`, streamed to `path`: `<action> TAB
+    <ContentFileParser JSON>` per line, removals first. Returns how many."""
     batches: tuple[tuple[str, tuple[DataFile | DeleteFile, ...]], ...] = (
         ("remove-delete", request.remove_delete_files),
         ("remove-data", request.remove_data_files),
@@ -476,7 +490,13 @@ def _content_file_lines(request: CommitRequest) -> str:
         ("add-delete", request.add_delete_files),
     )
     dumps = json.JSONEncoder(separators=(",", ":")).encode
-    return "".join(f"{action}\t{dumps(f.to_json())}\n" for action, files in batches for f in files)
+    count = 0
+    with path.open("w", encoding="utf-8") as out:
+        for action, files in batches:
+            for content_file in files:
+                out.write(f"{action}\t{dumps(content_file.to_json())}\n")
+                count += 1
+    return count
 
 
 def _helper_class(jvm: Any, name: str) -> Any:

@@ -1,7 +1,12 @@
 package dev.dvmirror;
 
+import java.io.BufferedReader;
+import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Map;
 import org.apache.iceberg.ContentFile;
 import org.apache.iceberg.ContentFileParser;
@@ -22,6 +27,8 @@ import org.apache.iceberg.util.JsonUtil;
  *
  * <p>Both directions use Iceberg's own {@link ContentFileParser} JSON, one file per line, so Iceberg
  * builds its {@code DataFile}/{@code DeleteFile} objects itself exactly as it would from single files.
+ * The lines travel through a local file that the Python driver and its JVM (always on one machine)
+ * share, streamed on both sides, rather than as one large py4j string.
  */
 public final class ContentFileBatch {
   /** Line prefixes of {@link #stage}: what to do with the file on the rest of the line. */
@@ -33,20 +40,19 @@ public final class ContentFileBatch {
   private ContentFileBatch() {}
 
   /**
-   * Stages every file of {@code lines} in {@code rowDelta}. Each line is {@code <action> TAB <json>},
-   * the action one of the constants above. Returns how many files were staged.
+   * Stages every file listed in the local file {@code linesFile} in {@code rowDelta}, read line by line
+   * (a version of 100,000 files never becomes one string on either side of py4j). Each line is
+   * {@code <action> TAB <json>}, the action one of the constants above. Returns how many were staged.
    */
-  public static int stage(RowDelta rowDelta, String lines, PartitionSpec spec) {
+  public static int stage(RowDelta rowDelta, String linesFile, PartitionSpec spec) throws IOException {
     ObjectMapper mapper = JsonUtil.mapper();
     int staged = 0;
-    int start = 0;
-    while (start < lines.length()) {
-      int end = lines.indexOf('\n', start);
-      if (end < 0) {
-        end = lines.length();
-      }
-      if (end > start) {
-        String line = lines.substring(start, end);
+    try (BufferedReader reader = Files.newBufferedReader(Path.of(linesFile), StandardCharsets.UTF_8)) {
+      String line;
+      while ((line = reader.readLine()) != null) {
+        if (line.isEmpty()) {
+          continue;
+        }
         int tab = line.indexOf('\t');
         if (tab < 0) {
           throw new IllegalArgumentException("content file line without an action: " + abbreviate(line));
@@ -62,30 +68,34 @@ public final class ContentFileBatch {
         }
         staged++;
       }
-      start = end + 1;
     }
     return staged;
   }
 
-  /** The live delete files of a snapshot, one {@link ContentFileParser} JSON per line. */
-  public static String deleteFiles(Table table, long snapshotId) {
+  /**
+   * Writes the live delete files of a snapshot to the local file {@code outFile}, one {@link
+   * ContentFileParser} JSON per line; returns how many.
+   */
+  public static int writeDeleteFiles(Table table, long snapshotId, String outFile) throws IOException {
     Snapshot snapshot = table.snapshot(snapshotId);
     if (snapshot == null) {
       throw new IllegalArgumentException("no snapshot " + snapshotId + " in " + table.name());
     }
     Map<Integer, PartitionSpec> specs = table.specs();
-    StringBuilder out = new StringBuilder();
-    for (ManifestFile manifest : snapshot.deleteManifests(table.io())) {
-      try (ManifestReader<DeleteFile> reader =
-          ManifestFiles.readDeleteManifest(manifest, table.io(), specs)) {
-        for (DeleteFile file : reader) {
-          out.append(ContentFileParser.toJson(file, specs.get(file.specId()))).append('\n');
+    int written = 0;
+    try (BufferedWriter out = Files.newBufferedWriter(Path.of(outFile), StandardCharsets.UTF_8)) {
+      for (ManifestFile manifest : snapshot.deleteManifests(table.io())) {
+        try (ManifestReader<DeleteFile> reader =
+            ManifestFiles.readDeleteManifest(manifest, table.io(), specs)) {
+          for (DeleteFile file : reader) {
+            out.write(ContentFileParser.toJson(file, specs.get(file.specId())));
+            out.write('\n');
+            written++;
+          }
         }
-      } catch (IOException e) {
-        throw new UncheckedIOException(e);
       }
     }
-    return out.toString();
+    return written;
   }
 
   /** The locations of a delete manifest's live delete files, one per line. */
