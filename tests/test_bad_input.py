@@ -13,6 +13,7 @@ subprocesses, each with its own catalog and warehouse.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -185,6 +186,22 @@ def test_cli_refuses_malformed_inline_dv(copy_fixture, tmp_path: Path) -> None:
     assert f"table {root}" in line and "version 5" in line and DATA_NAME in line, line
     assert [f"Delta version {v} " in proc.stdout for v in range(6)] == [True] * 5 + [False], proc.stdout
     assert _state(_cli_catalog(tmp_path), "bad.cdf")[1:] == ("4", 5)
+
+
+def test_cli_json_reports_a_refusal_with_the_versions_mirrored_before_it(
+    copy_fixture, tmp_path: Path
+) -> None:
+    root = copy_fixture("cdf-table-with-dv")
+    proc = _cli(tmp_path, root, "bad.cdf_json", "--json")
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    line = _one_error_line(proc)
+    report = json.loads(proc.stdout)
+    assert report["ok"] is False and report["exit_code"] == 2
+    assert f"dvmirror: {report['error']}" == line and "version 5" in report["error"]
+    assert report["mirrored_versions"] == [0, 1, 2, 3, 4]
+    assert Path(report["spark_log"]).is_file()
+    missing = _cli(tmp_path, tmp_path / "no-such-table", "bad.none", "--json")
+    assert missing.returncode == 2 and json.loads(missing.stdout)["mirrored_versions"] == []
 
 
 def test_crash_before_commit_then_rerun_converges(copy_fixture, tmp_path: Path) -> None:

@@ -9,7 +9,8 @@ traceback of an internal error.
 Exit codes: 0 done (also when there was nothing new), 2 bad input (one line on stderr naming the table,
 the version, the file and the reason; the mirror stays at its last good version), 3 internal error,
 4 conflict (another writer committed to the Iceberg table meanwhile; nothing of this run was committed;
-rerun).
+rerun). With --json a failure is reported on stdout too: {"ok": false, "exit_code", "error",
+"mirrored_versions" (those committed before the failure), "spark_log"}.
 """
 
 from __future__ import annotations
@@ -64,8 +65,8 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _child_stderr_to_log() -> None:
-    """Send what the Spark JVM (a child process, inheriting fd 2) prints at start-up to a log file.
+def _child_stderr_to_log() -> str:
+    """Send what the Spark JVM (a child process, inheriting fd 2) prints to a log file; its path.
 
     The JVM and Spark's default log4j profile write a few lines to stderr; the contract is one line on
     stderr for bad input. Python's own `sys.stderr` keeps the original stream.
@@ -76,37 +77,50 @@ def _child_stderr_to_log() -> None:
     os.dup2(log.fileno(), 2)
     log.close()
     sys.stderr = os.fdopen(original, "w", buffering=1)
+    return log.name
+
+
+def _fail(args: argparse.Namespace, code: int, line: str, mirrored: list[int], spark_log: str | None) -> int:
+    """One line on stderr; with --json the same failure, and what was committed before it, on stdout."""
+    print(f"dvmirror: {line}", file=sys.stderr)
+    if getattr(args, "json", False):
+        report = {"ok": False, "exit_code": code, "error": line, "mirrored_versions": mirrored}
+        print(json.dumps({**report, "spark_log": spark_log}, indent=2))
+    return code
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    mirrored: list[int] = []  # versions committed by this run, for a failure report
+    spark_log: str | None = None
     if "." not in args.table:
-        print(f"dvmirror: --table must be NAMESPACE.NAME, got {args.table!r}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _fail(
+            args, EXIT_BAD_INPUT, f"--table must be NAMESPACE.NAME, got {args.table!r}", mirrored, None
+        )
     if not (Path(args.delta_table) / "_delta_log").is_dir() and "://" not in args.delta_table:
-        print(f"dvmirror: table {args.delta_table}: no _delta_log folder: not a Delta table", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        reason = f"table {args.delta_table}: no _delta_log folder: not a Delta table"
+        return _fail(args, EXIT_BAD_INPUT, reason, mirrored, None)
     try:
         settings = MirrorSettings.resolve(catalog_uri=args.catalog_uri, warehouse=args.warehouse)
     except ValueError as err:
-        print(f"dvmirror: {err}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _fail(args, EXIT_BAD_INPUT, str(err), mirrored, None)
     try:
         # Imported here so that `--help` and argument errors answer without starting a JVM.
         from dv_assets.mirror.spark import get_or_create_spark
         from dv_assets.mirror.sync import sync_table
 
         if not settings.debug:
-            _child_stderr_to_log()
+            spark_log = _child_stderr_to_log()
         spark = get_or_create_spark(settings)
 
         def progress(result) -> None:
+            mirrored.append(result.delta_version)
             if not args.json:
                 print(
                     f"mirrored Delta version {result.delta_version} ({result.operation or 'unknown'}) as "
                     f"snapshot {result.snapshot_id}: +{result.data_files_added}/-{result.data_files_removed} "
                     f"data files, {result.dvs_written} DVs ({result.dvs_converted_on}), "
-                    f"{result.bytes_written} bytes",
+                    f"{result.bytes_written} bytes in {result.seconds:.2f} s",
                     flush=True,
                 )
 
@@ -121,21 +135,18 @@ def main(argv: list[str] | None = None) -> int:
             on_version=progress,
         )
     except MirrorInputError as err:
-        print(f"dvmirror: {err.one_line()}", file=sys.stderr)
-        return EXIT_BAD_INPUT
+        return _fail(args, EXIT_BAD_INPUT, err.one_line(), mirrored, spark_log)
     except MirrorConflictError as err:
-        print(f"dvmirror: {err.one_line()}", file=sys.stderr)
-        return EXIT_CONFLICT
+        return _fail(args, EXIT_CONFLICT, err.one_line(), mirrored, spark_log)
     except Exception as err:  # the one place a traceback is turned into a line
         if settings.debug:
             traceback.print_exc()
-        print(
-            f"dvmirror: internal error: {type(err).__name__}: {str(err).splitlines()[0][:500]}",
-            file=sys.stderr,
-        )
-        return EXIT_INTERNAL_ERROR
+        line = f"internal error: {type(err).__name__}: {str(err).splitlines()[0][:500]}"
+        if spark_log is not None:
+            line += f" (Spark's log: {spark_log})"
+        return _fail(args, EXIT_INTERNAL_ERROR, line, mirrored, spark_log)
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        print(json.dumps({"ok": True, **result.to_json(), "spark_log": spark_log}, indent=2))
     elif not result.versions:
         print(f"{args.table} is up to date with {args.delta_table} at version {result.latest_delta_version}")
     return 0
