@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import uuid
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -317,9 +318,9 @@ class FailAfterWrites(FileIO):
         self._count()
         super().write(location, content)
 
-    def parquet_writer(self, location: str, schema: pa.Schema) -> pq.ParquetWriter:
+    def parquet_writer(self, location: str, schema: pa.Schema, **options: Any) -> pq.ParquetWriter:
         self._count()
-        return super().parquet_writer(location, schema)
+        return super().parquet_writer(location, schema, **options)
 
 
 class FailAroundCommit(IcebergJava):
