@@ -9,6 +9,7 @@ import dagster as dg
 import pytest
 
 from dv_assets.defs.sensors import mirror_range_request
+from dv_assets.defs.table_metadata import delta_column_schema, iceberg_column_schema
 from dv_assets.mirror.iceberg.java import CommitRequest, IcebergJava
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import (
@@ -50,6 +51,60 @@ def test_delta_versions_record_what_each_commit_did(copy_fixture) -> None:
     assert meta[9]["data_files_removed"] == 1 and meta[9]["dvs_removed"] == 1
     assert meta[9]["live_rows"] == 41  # as Iceberg counts it: 48 records, 7 deleted by DVs
     assert "Delta version 9" in meta[9]["summary"]
+    # Dagster's standard keys: the table's rows at the version and its columns, from the log.
+    assert [meta[v]["dagster/row_count"] for v in (0, 6, 9)] == [50, 44, 41]
+    assert [(c.name, c.type) for c in meta[9]["dagster/column_schema"].columns] == [
+        ("part", "integer"),
+        ("col1", "integer"),
+        ("col2", "string"),
+    ]
+
+
+def test_nested_types_render_as_one_type_string() -> None:
+    iceberg = {
+        "type": "struct",
+        "fields": [
+            {"id": 1, "name": "id", "required": True, "type": "long", "doc": "the key"},
+            {
+                "id": 2,
+                "name": "tags",
+                "required": False,
+                "type": {
+                    "type": "map",
+                    "key-id": 3,
+                    "key": "string",
+                    "value-id": 4,
+                    "value": {"type": "list", "element-id": 5, "element": "decimal(10, 2)"},
+                    "value-required": False,
+                },
+            },
+            {
+                "id": 6,
+                "name": "point",
+                "required": False,
+                "type": {"type": "struct", "fields": [{"id": 7, "name": "x", "type": "double"}]},
+            },
+        ],
+    }
+    columns = iceberg_column_schema(iceberg).columns
+    assert [(c.name, c.type, c.constraints.nullable) for c in columns] == [
+        ("id", "long", False),
+        ("tags", "map<string, list<decimal(10, 2)>>", True),
+        ("point", "struct<x: double>", True),
+    ]
+    assert columns[0].description == "the key"
+    delta = {
+        "type": "struct",
+        "fields": [
+            {"name": "a", "type": {"type": "array", "elementType": "integer"}, "nullable": True},
+            {
+                "name": "m",
+                "type": {"type": "map", "keyType": "string", "valueType": "long"},
+                "nullable": False,
+            },
+        ],
+    }
+    assert [c.type for c in delta_column_schema(delta).columns] == ["array<integer>", "map<string, long>"]
 
 
 @pytest.mark.spark
@@ -71,6 +126,11 @@ def test_mirror_in_order_reports_gaps_and_existing_snapshots(spark, catalog, cop
         again = materializations(materialize_version(built, catalog, instance, 3), key)["3"]
         assert again["status"].startswith("already mirrored")
         assert again["snapshot_id"] == mirrored["3"]["snapshot_id"]
+        # An existing snapshot reports the same standard table metadata as when it was mirrored.
+        assert {k: v for k, v in again.items() if k.startswith("dagster/")} == {
+            k: v for k, v in mirrored["3"].items() if k.startswith("dagster/")
+        }
+        assert again["dagster/row_count"] == 47
         assert spark.sql(f"SELECT * FROM {built.source.spark_table}.snapshots").count() == snapshots
 
         # v9 removes a data file that carried a DV; 4..8 are mirrored first.
@@ -102,6 +162,16 @@ def test_a_backlog_is_one_run_with_every_version_recorded_and_checked(spark, cat
         assert mirror["15"]["mirrored_versions"] == ", ".join(versions)
         assert "mirrored_versions" not in mirror["14"]  # the run's totals go on its newest version only
         assert recorded_materializations(instance, source.mirror_asset_key, versions) == mirror
+        # Dagster's standard table metadata, from the Iceberg snapshot (summary and schema): the mirror's
+        # rows at each version are Delta's.
+        assert all(mirror[p]["dagster/row_count"] == delta[p]["dagster/row_count"] for p in versions)
+        assert [mirror[p]["dagster/row_count"] for p in ("0", "9", "15")] == [50, 41, 35]
+        assert {mirror[p]["dagster/table_name"] for p in versions} == {f"dvmirror.{source.iceberg_table}"}
+        assert [(c.name, c.type) for c in mirror["15"]["dagster/column_schema"].columns] == [
+            ("part", "int"),
+            ("col1", "int"),
+            ("col2", "string"),
+        ]
         assert instance.get_materialized_partitions(dg.AssetKey(source.mirror_asset_key)) == set(versions)
 
         # ... and is checked by both checks, each result on its own partition, in the run and the instance.

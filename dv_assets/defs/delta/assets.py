@@ -9,10 +9,12 @@ place in this package that sorts keys sorts them with `int()`.
 """
 
 import datetime as dt
+from typing import Any
 
 import dagster as dg
 
 from dv_assets.defs.sources import DeltaSource
+from dv_assets.defs.table_metadata import delta_version_metadata
 from dv_assets.mirror.delta.facts import CommitFacts, commit_facts, operation_parameters_text
 from dv_assets.mirror.delta.replay import DeltaTable
 
@@ -64,8 +66,10 @@ FILES_SCHEMA = dg.TableSchema(
 MAX_FILE_ROWS = 50
 
 
-def facts_metadata(facts: CommitFacts, delta_path: str) -> dict[str, dg.MetadataValue]:
+def facts_metadata(facts: CommitFacts, delta_path: str) -> dict[str, Any]:
     return {
+        # dagster/row_count and dagster/column_schema: the table at this version, from its log.
+        **delta_version_metadata(facts.live_rows, facts.schema),
         "summary": dg.MetadataValue.md(commit_markdown(facts)),
         "delta_version": dg.MetadataValue.int(facts.version),
         "operation": dg.MetadataValue.text(facts.operation),

@@ -17,11 +17,14 @@ with its own metadata (`version_metadata`), and the newest one also carries the 
 
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
+from dagster._core.definitions.metadata import TableMetadataSet  # the dagster/* table keys; not dg.* in 1.13
 
 from dv_assets.defs.delta.assets import partition_key, version_of
 from dv_assets.defs.sources import DeltaSource
+from dv_assets.defs.table_metadata import iceberg_snapshot_metadata
 from dv_assets.mirror.errors import MirrorConflictError
 from dv_assets.mirror.iceberg.java import IcebergJava, Snapshot
 from dv_assets.mirror.sync import VersionResult, sync_table
@@ -73,6 +76,17 @@ def existing_metadata(snapshot: Snapshot, table: str) -> dict[str, dg.MetadataVa
     }
 
 
+def standard_metadata(
+    spark: IcebergSparkResource, source: DeltaSource, snapshot_ids: list[int]
+) -> dict[int, dict[str, Any]]:
+    """Snapshot id → Dagster's table metadata (dagster/row_count, dagster/column_schema,
+    dagster/table_name) from the Iceberg metadata: one pyiceberg load for all of a run's snapshots."""
+    if not snapshot_ids:
+        return {}
+    table = spark.settings.catalog.pyiceberg_catalog().load_table(source.iceberg_table)
+    return {i: iceberg_snapshot_metadata(table, i, source.spark_table) for i in snapshot_ids}
+
+
 def _versions_text(versions: list[int]) -> str:
     return ", ".join(str(v) for v in versions)
 
@@ -83,7 +97,10 @@ def build_iceberg_mirror_asset(
     table = source.iceberg_table
 
     def recorded(
-        context: dg.AssetExecutionContext, results: list[VersionResult], why: str
+        context: dg.AssetExecutionContext,
+        results: list[VersionResult],
+        why: str,
+        standard: dict[int, dict[str, Any]],
     ) -> Iterator[dg.AssetMaterialization]:
         """Explicit materializations of versions this run committed outside the normal result (below its
         range, or before a failure): each is a partition too, and Dagster records only what is yielded."""
@@ -102,8 +119,19 @@ def build_iceberg_mirror_asset(
                 asset_key=context.asset_key,
                 partition=partition_key(result.delta_version),
                 description=why,
-                metadata=version_metadata(result, table),
+                metadata={**version_metadata(result, table), **standard.get(result.snapshot_id, {})},
             )
+
+    def standard_or_nothing(
+        context: dg.AssetExecutionContext, spark: IcebergSparkResource, results: list[VersionResult]
+    ) -> dict[int, dict[str, Any]]:
+        """The table metadata on the failure path: informative only, so it must not replace the run's
+        real error with its own."""
+        try:
+            return standard_metadata(spark, source, [r.snapshot_id for r in results])
+        except Exception as err:
+            context.log.warning(f"no dagster/* table metadata for the versions mirrored before it: {err}")
+            return {}
 
     @dg.asset(
         key=source.mirror_asset_key,
@@ -116,6 +144,7 @@ def build_iceberg_mirror_asset(
         metadata={
             "iceberg_table": dg.MetadataValue.text(table),
             "format_version": dg.MetadataValue.int(source.format_version),
+            **TableMetadataSet(table_name=source.spark_table),
         },
         tags=source.tags,
         pool=source.pool,
@@ -170,7 +199,8 @@ def build_iceberg_mirror_asset(
                 ).latest_delta_version
             except Exception as err:
                 # The versions committed before the failure are in the table: record them.
-                yield from recorded(context, mirrored, "mirrored before the run failed")
+                standard = standard_or_nothing(context, spark, mirrored)
+                yield from recorded(context, mirrored, "mirrored before the run failed", standard)
                 if isinstance(err, MirrorConflictError):
                     # Another run wrote the table meanwhile (runs of one table share the pool `source.pool`).
                     raise dg.Failure(description=err.one_line(), allow_retries=True) from None
@@ -178,7 +208,8 @@ def build_iceberg_mirror_asset(
         by_version = {r.delta_version: r for r in mirrored}
         absent = [v for v in versions if v not in by_version and v not in existing]
         if absent:
-            yield from recorded(context, mirrored, "mirrored before the run failed")
+            standard = standard_or_nothing(context, spark, mirrored)
+            yield from recorded(context, mirrored, "mirrored before the run failed", standard)
             raise dg.Failure(
                 description=f"Delta version(s) {_versions_text(absent)} do not exist in {source.delta_path} "
                 f"(latest is {latest})",
@@ -186,14 +217,20 @@ def build_iceberg_mirror_asset(
             )
         in_run = set(versions)
         below = [r for r in mirrored if r.delta_version not in in_run]
+        standard = standard_metadata(
+            spark, source, [r.snapshot_id for r in mirrored] + [s.snapshot_id for s in existing.values()]
+        )
         run_span = str(newest) if len(versions) == 1 else f"{versions[0]}..{newest}"
-        yield from recorded(context, below, f"mirrored first, in the run for Delta version(s) {run_span}")
+        yield from recorded(
+            context, below, f"mirrored first, in the run for Delta version(s) {run_span}", standard
+        )
         for v in versions:
+            snapshot_id = by_version[v].snapshot_id if v in by_version else existing[v].snapshot_id
             metadata = (
                 version_metadata(by_version[v], table)
                 if v in by_version
                 else existing_metadata(existing[v], table)
-            )
+            ) | standard[snapshot_id]
             if v == newest and mirrored:
                 metadata |= {
                     "mirrored_versions": dg.MetadataValue.text(

@@ -46,6 +46,7 @@ class CommitFacts:
     live_data_files: int
     live_dvs: int
     files: list[dict] = field(default_factory=list)  # one row per touched file, for the UI table
+    schema: dict = field(default_factory=dict)  # the version's Delta schema (metaData.schemaString, parsed)
 
 
 def _short(location: str, root: str) -> str:
@@ -108,6 +109,7 @@ def facts_of(change: VersionChange, state: TableState, root: str) -> CommitFacts
         live_data_files=len(state.files),
         live_dvs=sum(1 for f in state.files.values() if f.deletion_vector is not None),
         files=files,
+        schema=change.metadata.schema if change.metadata is not None else {},
     )
 
 
