@@ -26,8 +26,8 @@ from tests.helpers.dagster import (
     recorded_materializations,
 )
 
-CHECKS = ["one_dv_per_data_file", "row_count_matches"]
-BOTH_PASS = {"row_count_matches": True, "one_dv_per_data_file": True}
+CHECKS = ["metadata_row_count_matches", "one_dv_per_data_file", "row_count_matches"]
+ALL_PASS = dict.fromkeys(CHECKS, True)
 
 
 def test_delta_versions_record_what_each_commit_did(copy_fixture) -> None:
@@ -117,9 +117,9 @@ def test_mirror_in_order_reports_gaps_and_existing_snapshots(spark, catalog, cop
         assert set(mirrored) == {"0", "1", "2", "3"}  # the gap, each its own snapshot, then 3
         assert mirrored["3"]["mirrored_versions"] == "0, 1, 2, 3"
         assert len({m["snapshot_id"] for m in mirrored.values()}) == 4
-        assert checks_passed(first) == {"row_count_matches": True, "one_dv_per_data_file": True}
+        assert checks_passed(first) == ALL_PASS
         # The gap's versions are checked too, each on its own partition.
-        assert checks_by_partition(first) == {str(v): BOTH_PASS for v in range(4)}
+        assert checks_by_partition(first) == {str(v): ALL_PASS for v in range(4)}
         assert instance.get_materialized_partitions(dg.AssetKey(key)) == {"0", "1", "2", "3"}
 
         snapshots = spark.sql(f"SELECT * FROM {built.source.spark_table}.snapshots").count()
@@ -137,7 +137,7 @@ def test_mirror_in_order_reports_gaps_and_existing_snapshots(spark, catalog, cop
         later = materialize_version(built, catalog, instance, 9)
         assert materializations(later, key)["9"]["mirrored_versions"] == "4, 5, 6, 7, 8, 9"
         assert all(checks_passed(later).values())
-        assert checks_by_partition(later) == {str(v): BOTH_PASS for v in range(4, 10)}
+        assert checks_by_partition(later) == {str(v): ALL_PASS for v in range(4, 10)}
 
 
 @pytest.mark.spark
@@ -175,7 +175,7 @@ def test_a_backlog_is_one_run_with_every_version_recorded_and_checked(spark, cat
         assert instance.get_materialized_partitions(dg.AssetKey(source.mirror_asset_key)) == set(versions)
 
         # ... and is checked by both checks, each result on its own partition, in the run and the instance.
-        assert checks_by_partition(run) == {p: BOTH_PASS for p in versions}
+        assert checks_by_partition(run) == {p: ALL_PASS for p in versions}
         by_version = {(e.check_name, e.partition): e for e in run.get_asset_check_evaluations()}
         assert by_version["row_count_matches", "9"].metadata["delta_version"].value == 9
         assert recorded_check_status(instance, source.mirror_asset_key, CHECKS, versions) == {
@@ -210,16 +210,30 @@ def test_a_check_failing_on_an_earlier_version_of_the_run_fails_the_run(spark, c
 
         # Every version of the run is still recorded, and checked on its own partition.
         assert sorted(materializations(run, source.mirror_asset_key), key=int) == versions
-        wrong = {"row_count_matches": False, "one_dv_per_data_file": True}
-        assert checks_by_partition(run) == {p: wrong if p in ("8", "9") else BOTH_PASS for p in versions}
-        failed = {e.partition: e for e in run.get_asset_check_evaluations() if not e.passed}
-        rows = failed["8"].metadata
+        # The mirror kept the file's true count (its DV changed, the file was not re-added): both the
+        # metadata check (Delta's log vs. Iceberg's summary) and the full scan see the lie.
+        wrong = {
+            "metadata_row_count_matches": False,
+            "row_count_matches": False,
+            "one_dv_per_data_file": True,
+        }
+        assert checks_by_partition(run) == {p: wrong if p in ("8", "9") else ALL_PASS for p in versions}
+        failed = {(e.check_name, e.partition): e for e in run.get_asset_check_evaluations() if not e.passed}
+        rows = failed["row_count_matches", "8"].metadata
         assert rows["delta_rows_from_log"].value == rows["iceberg_rows_read"].value + 1
-        recorded = recorded_check_status(instance, source.mirror_asset_key, ["row_count_matches"], versions)
-        assert {p for p, s in recorded.items() if s["row_count_matches"] == "FAILED"} == {"8", "9"}
-        assert {p for p, s in recorded.items() if s["row_count_matches"] == "SUCCEEDED"} == set(versions[2:])
-        failure = next(e for e in run.all_events if e.event_type_value == "STEP_FAILURE")
-        assert failure.step_key is not None and "row_count_matches" in failure.step_key
+        fast = failed["metadata_row_count_matches", "8"]
+        assert (
+            fast.metadata["delta_rows_from_log"].value == fast.metadata["iceberg_rows_from_summary"].value + 1
+        )
+        assert fast.metadata["iceberg_rows_from_summary"].value == rows["iceberg_rows_read"].value
+        assert "total-position-deletes" in (fast.description or "")
+        for check in ("row_count_matches", "metadata_row_count_matches"):
+            recorded = recorded_check_status(instance, source.mirror_asset_key, [check], versions)
+            assert {p for p, s in recorded.items() if s[check] == "FAILED"} == {"8", "9"}
+            assert {p for p, s in recorded.items() if s[check] == "SUCCEEDED"} == set(versions[2:])
+        # Only the blocking metadata check fails its step (and so the run); the full scan is not blocking.
+        (failure,) = [e for e in run.all_events if e.event_type_value == "STEP_FAILURE"]
+        assert failure.step_key is not None and "metadata_row_count_matches" in failure.step_key
 
 
 @pytest.mark.spark
@@ -229,7 +243,7 @@ def test_checks_fail_on_a_damaged_mirror(spark, catalog, copy_fixture) -> None:
     defs = definitions([source], catalog)
     with dg.instance_for_test() as instance:
         good = materialize_version(built, catalog, instance, 1)
-        assert checks_passed(good) == {"row_count_matches": True, "one_dv_per_data_file": True}
+        assert checks_passed(good) == ALL_PASS
 
         # Damage: a snapshot for Delta version 1 that lost the DV (its 2 deleted rows come back).
         iceberg = IcebergJava(spark)
@@ -241,15 +255,47 @@ def test_checks_fail_on_a_damaged_mirror(spark, catalog, copy_fixture) -> None:
         result = checks_job.execute_in_process(
             instance=instance, tags={"dagster/partition": "1"}, raise_on_error=False
         )
-        assert checks_passed(result) == {"row_count_matches": False, "one_dv_per_data_file": False}
+        assert checks_passed(result) == dict.fromkeys(CHECKS, False)
         by_name = {e.check_name: e for e in result.get_asset_check_evaluations()}
         rows = by_name["row_count_matches"].metadata
         assert (rows["delta_rows_from_log"].value, rows["delta_rows_read"].value) == (8, 8)
         assert rows["iceberg_rows_read"].value == 10
+        # The summary counts the lost DV too: 10 records, no position deletes left.
+        fast = by_name["metadata_row_count_matches"].metadata
+        assert (fast["delta_rows_from_log"].value, fast["iceberg_rows_from_summary"].value) == (8, 10)
+        assert fast["iceberg_total_position_deletes"].value == 0
         assert "Delta DVs missing in Iceberg" in by_name["one_dv_per_data_file"].description
 
         # Materializing the partition reports the (damaged) snapshot and the blocking checks fail the run.
         rerun = materialize_version(built, catalog, instance, 1, raise_on_error=False)
         assert not rerun.success
-        assert checks_passed(rerun) == {"row_count_matches": False, "one_dv_per_data_file": False}
+        assert checks_passed(rerun) == dict.fromkeys(CHECKS, False)
         assert set(checks_by_partition(rerun)) == {"1"}  # nothing mirrored: only the run's partition
+
+
+@pytest.mark.spark
+def test_the_metadata_row_count_check_refuses_files_without_num_records(spark, catalog, copy_fixture) -> None:
+    table = copy_fixture("table-with-dv-small")
+    # A writer that collected no statistics: the mirror counts such files from their Parquet footers, the
+    # metadata check must not (it would read data, or guess) and refuses instead.
+    for commit in sorted((table / "_delta_log").glob("*.json")):
+        actions = [json.loads(line) for line in commit.read_text().splitlines()]
+        for action in actions:
+            action.get("add", {}).pop("stats", None)
+            action.get("remove", {}).pop("stats", None)
+        commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
+        (commit.parent / f".{commit.name}.crc").unlink(missing_ok=True)
+    built = build_source(make_source(table))
+    with dg.instance_for_test() as instance:
+        run = materialize_version(built, catalog, instance, 1, raise_on_error=False)
+    assert not run.success  # blocking: a refusal stops the run like a failure
+    assert checks_by_partition(run) == {
+        str(v): {"metadata_row_count_matches": False, "row_count_matches": True, "one_dv_per_data_file": True}
+        for v in (0, 1)
+    }
+    refused = {e.partition: e for e in run.get_asset_check_evaluations() if not e.passed}
+    assert "refused: 1 of 1 live data files of Delta v1 have no numRecords" in (
+        refused["1"].description or ""
+    )
+    assert "delta_rows_from_log" not in refused["1"].metadata
+    assert refused["1"].metadata["iceberg_rows_from_summary"].value == 8

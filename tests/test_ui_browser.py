@@ -85,7 +85,11 @@ def webserver(spark, catalog, copy_fixture, tmp_path) -> Iterator[tuple[str, str
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     with dg.DagsterInstance.from_config(str(home)) as instance:
         result = materialize_version(build_source(source), catalog, instance, 1)
-        assert checks_passed(result) == {"row_count_matches": True, "one_dv_per_data_file": True}
+        assert checks_passed(result) == {
+            "metadata_row_count_matches": True,
+            "row_count_matches": True,
+            "one_dv_per_data_file": True,
+        }
 
     port = _free_port()
     env = {

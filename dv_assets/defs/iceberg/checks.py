@@ -1,4 +1,4 @@
-"""Blocking, partitioned asset checks on `iceberg/<source>`: the snapshot for Delta version N is exact.
+"""Partitioned asset checks on `iceberg/<source>`: the snapshot for Delta version N is exact.
 
 Partitioned asset checks are a preview feature in Dagster 1.13 (a preview warning is logged). Each
 check evaluates every Delta version its run covers: the run's partitions (one, or the range of the
@@ -6,12 +6,20 @@ sensor's backlog) plus any partition of `iceberg/<source>` the run materialized 
 mirror asset mirrored first). It records one `AssetCheckEvaluation` per version, on that version's
 partition: an `AssetCheckResult` cannot name a partition (Dagster stamps it with the run's single
 partition key, and with none in a range run), while evaluations carry their own. A failing evaluation
-on any version fails the check step, since the checks are blocking, and so the run.
+of a blocking check on any version fails the check step, and so the run (the versions after it are not
+mirrored by a later run until it is fixed or the check passes).
 
-* `row_count_matches`: Delta's live rows at N from the log (Σ numRecords - Σ DV cardinality) and from
-  a real Delta read (Spark, `versionAsOf` N) both equal the rows Iceberg Java reads from the snapshot
-  (Spark, `versionAsOf` snapshot id).
-* `one_dv_per_data_file`: in the snapshot every data file has at most one delete file (DV), every
+* `metadata_row_count_matches` (blocking, metadata only: no Spark, no data read, milliseconds a
+  version): Delta's live rows at N from its log (Σ numRecords - Σ DV cardinality) equal the snapshot
+  summary's `total-records` - `total-position-deletes` (Iceberg counts v3 DVs there too). It refuses, and
+  so fails, when a live Delta file has no numRecords statistic or the summary lacks its totals: it never
+  guesses and never reads a footer.
+* `row_count_matches` (NOT blocking: it scans every row of both tables): Delta's live rows at N from the
+  log and from a real Delta read (Spark, `versionAsOf` N) both equal the rows Iceberg Java reads from the
+  snapshot (Spark, `versionAsOf` snapshot id). It catches what metadata cannot: statistics that lie about
+  the data. A failure is recorded (red in the UI, and `dv_assets.defs.ci_checks` exits non-zero) without
+  stopping the mirror.
+* `one_dv_per_data_file` (blocking): in the snapshot every data file has at most one delete file (DV), every
   delete file references a live data file of the snapshot, every Delta DV has its Iceberg counterpart,
   and each one's cardinality equals the Delta DV's (read from Iceberg's `data_files` /
   `delete_files` metadata tables at the snapshot).
@@ -28,10 +36,17 @@ from pyspark.sql import SparkSession
 
 from dv_assets.defs.delta.assets import partition_key, version_of
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.mirror.delta.facts import dv_cardinalities, live_rows
+from dv_assets.defs.table_metadata import summary_row_count
+from dv_assets.mirror.delta.facts import dv_cardinalities, live_rows, live_rows_from_stats
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.iceberg.java import IcebergJava, MirrorTable, Snapshot
+from dv_assets.mirror.iceberg.snapshots import mirror_table_of
 from resources.spark import IcebergSparkResource
+
+METADATA_ROW_COUNT = "metadata_row_count_matches"
+ROW_COUNT_SCAN = "row_count_matches"
+ONE_DV = "one_dv_per_data_file"
+CHECK_NAMES = (METADATA_ROW_COUNT, ONE_DV, ROW_COUNT_SCAN)
 
 MAX_LISTED = 10
 
@@ -52,6 +67,70 @@ def _snapshot(
     if mirror is None:
         mirror = IcebergJava(spark).load(source.iceberg_table)
     return None if mirror is None else mirror.snapshot_for_version(version)
+
+
+def load_mirror_without_spark(spark: IcebergSparkResource, source: DeltaSource) -> MirrorTable | None:
+    """The mirror table read with pyiceberg from the resource's catalog: no JVM is started."""
+    from pyiceberg.exceptions import NoSuchTableError
+
+    try:
+        table = spark.settings.catalog.pyiceberg_catalog().load_table(source.iceberg_table)
+    except NoSuchTableError:
+        return None
+    return mirror_table_of(source.iceberg_table, table)
+
+
+def metadata_row_count_result(
+    delta: DeltaTable, source: DeltaSource, version: int, mirror: MirrorTable | None
+) -> dg.AssetCheckResult:
+    """Delta's rows from its log vs. Iceberg's from the snapshot summary; both metadata, no data read."""
+    snapshot = None if mirror is None else mirror.snapshot_for_version(version)
+    if snapshot is None:
+        return _no_snapshot(source, version)
+    from_log = live_rows_from_stats(delta.state(version, with_stats=False))
+    from_summary = summary_row_count(snapshot.summary)
+    metadata: dict[str, dg.MetadataValue] = {
+        "delta_version": dg.MetadataValue.int(version),
+        "snapshot_id": dg.MetadataValue.int(snapshot.snapshot_id),
+        "delta_num_records": dg.MetadataValue.int(from_log.records),
+        "delta_rows_deleted_by_dvs": dg.MetadataValue.int(from_log.deleted_by_dvs),
+        "delta_files_without_num_records": dg.MetadataValue.int(len(from_log.files_without_stats)),
+    }
+    if from_log.rows is not None:
+        metadata["delta_rows_from_log"] = dg.MetadataValue.int(from_log.rows)
+    if from_summary.total_records is not None:
+        metadata["iceberg_total_records"] = dg.MetadataValue.int(from_summary.total_records)
+    if from_summary.position_deletes is not None:
+        metadata["iceberg_total_position_deletes"] = dg.MetadataValue.int(from_summary.position_deletes)
+    if from_summary.rows is not None:
+        metadata["iceberg_rows_from_summary"] = dg.MetadataValue.int(from_summary.rows)
+
+    if from_log.rows is None:
+        missing = from_log.files_without_stats
+        listed = ", ".join(missing[:3]) + (", …" if len(missing) > 3 else "")
+        description = (
+            f"refused: {len(missing)} of {from_log.files} live data files of Delta v{version} have no "
+            f"numRecords statistic ({listed}); the metadata check does not guess or read data "
+            f"(`{ROW_COUNT_SCAN}` scans it)"
+        )
+        return dg.AssetCheckResult(passed=False, description=description, metadata=metadata)
+    if from_summary.rows is None:
+        description = (
+            f"refused: Iceberg snapshot {snapshot.snapshot_id}: {from_summary.problem} "
+            f"(`{ROW_COUNT_SCAN}` scans the data)"
+        )
+        return dg.AssetCheckResult(passed=False, description=description, metadata=metadata)
+    passed = from_log.rows == from_summary.rows
+    return dg.AssetCheckResult(
+        passed=passed,
+        description=None
+        if passed
+        else f"Delta v{version}: {from_log.rows} rows from the log ({from_log.records} numRecords - "
+        f"{from_log.deleted_by_dvs} deleted by DVs); Iceberg snapshot {snapshot.snapshot_id}: "
+        f"{from_summary.rows} from its summary ({from_summary.total_records} total-records - "
+        f"{from_summary.position_deletes} total-position-deletes)",
+        metadata=metadata,
+    )
 
 
 def row_count_result(
@@ -157,9 +236,6 @@ def one_dv_result(
     )
 
 
-CheckFunction = Callable[[SparkSession, DeltaSource, int, MirrorTable | None], dg.AssetCheckResult]
-
-
 def versions_to_check(context: dg.AssetCheckExecutionContext, asset_key: dg.AssetKey) -> list[int]:
     """The run's partitions, and every partition of the asset the run materialized (the versions below
     the run's range that the mirror asset mirrored first), as Delta versions in ascending order."""
@@ -187,14 +263,13 @@ def _checked_materialization(
 
 
 def evaluate_versions(
-    context: dg.AssetCheckExecutionContext, spark: SparkSession, source: DeltaSource, check: CheckFunction
+    context: dg.AssetCheckExecutionContext, check: Callable[[int], dg.AssetCheckResult]
 ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
     """`check` on every version the run covers, one evaluation per version's partition."""
     (spec,) = context.check_specs
-    mirror = IcebergJava(spark).load(source.iceberg_table)  # once: the asset step has finished writing
     for version in versions_to_check(context, spec.asset_key):
         key = partition_key(version)
-        result = check(spark, source, version, mirror)
+        result = check(version)
         yield dg.AssetCheckEvaluation(
             asset_key=spec.asset_key,
             check_name=spec.name,
@@ -211,27 +286,57 @@ def evaluate_versions(
     yield dg.Output(None, output_name=context.op_def.output_defs[0].name)
 
 
+SparkCheck = Callable[[SparkSession, DeltaSource, int, MirrorTable | None], dg.AssetCheckResult]
+
+
 def build_checks(
     source: DeltaSource, partitions_def: dg.DynamicPartitionsDefinition
 ) -> list[dg.AssetChecksDefinition]:
     asset = dg.AssetKey(source.mirror_asset_key)
 
+    def with_spark(
+        context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource, check: SparkCheck
+    ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
+        session = spark.spark_session
+        mirror = IcebergJava(session).load(source.iceberg_table)  # once: the asset step has finished writing
+        yield from evaluate_versions(context, lambda version: check(session, source, version, mirror))
+
     @dg.asset_check(
         asset=asset,
-        name="row_count_matches",
+        name=METADATA_ROW_COUNT,
         blocking=True,
         partitions_def=partitions_def,
+        description="Delta's live rows at version N from its log (Σ numRecords - Σ DV cardinality) equal "
+        "the Iceberg snapshot summary's total-records - total-position-deletes. Metadata only (no Spark); "
+        "refuses when a Delta file has no numRecords statistic.",
+    )
+    def metadata_row_count_matches(
+        context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
+    ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
+        # Neither Spark nor the table's pool: the resource only names the catalog, read with pyiceberg.
+        mirror = load_mirror_without_spark(spark, source)
+        delta = DeltaTable(source.delta_path)
+        yield from evaluate_versions(
+            context, lambda version: metadata_row_count_result(delta, source, version, mirror)
+        )
+
+    @dg.asset_check(
+        asset=asset,
+        name=ROW_COUNT_SCAN,
+        blocking=False,
+        partitions_def=partitions_def,
         pool=source.pool,
-        description="Delta's live rows at version N (log and Delta read) equal the Iceberg snapshot's rows.",
+        description="Full scan (not blocking): Delta's live rows at version N (log and Delta read) equal the "
+        "rows Iceberg reads from the snapshot.",
     )
     def row_count_matches(
         context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
     ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
-        yield from evaluate_versions(context, spark.spark_session, source, row_count_result)
+        yield from with_spark(context, spark, row_count_result)
 
     @dg.asset_check(
         asset=asset,
-        name="one_dv_per_data_file",
+        name=ONE_DV,
         blocking=True,
         partitions_def=partitions_def,
         pool=source.pool,
@@ -240,6 +345,6 @@ def build_checks(
     def one_dv_per_data_file(
         context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
     ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
-        yield from evaluate_versions(context, spark.spark_session, source, one_dv_result)
+        yield from with_spark(context, spark, one_dv_result)
 
-    return [row_count_matches, one_dv_per_data_file]
+    return [metadata_row_count_matches, row_count_matches, one_dv_per_data_file]

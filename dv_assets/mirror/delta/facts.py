@@ -20,6 +20,33 @@ def live_rows(state: TableState) -> int:
     return sum(record_count(f) - dv_cardinality(f) for f in state.files.values())
 
 
+@dataclass(frozen=True)
+class StatsRowCount:
+    """Live rows of a version from the log's statistics alone (never a data file's footer)."""
+
+    rows: int | None  # None when a live data file has no numRecords: the log cannot tell
+    records: int  # Σ numRecords of the files that have it
+    deleted_by_dvs: int  # Σ DV cardinality
+    files: int
+    files_without_stats: list[str]  # locations, sorted
+
+
+def live_rows_from_stats(state: TableState) -> StatsRowCount:
+    """Σ numRecords - Σ DV cardinality, as the log records them; refuses (rows None, the files named) when
+    a file lacks numRecords rather than reading its Parquet footer, so a metadata-only check never
+    guesses nor touches data."""
+    missing = sorted(loc for loc, f in state.files.items() if f.num_records is None)
+    records = sum(f.num_records or 0 for f in state.files.values())
+    deleted = sum(dv_cardinality(f) for f in state.files.values())
+    return StatsRowCount(
+        rows=None if missing else records - deleted,
+        records=records,
+        deleted_by_dvs=deleted,
+        files=len(state.files),
+        files_without_stats=missing,
+    )
+
+
 def dv_cardinalities(state: TableState) -> dict[str, int]:
     """Data file location → its DV's cardinality, for the files of the version that carry a DV."""
     return {loc: f.deletion_vector.cardinality for loc, f in state.files.items() if f.deletion_vector}

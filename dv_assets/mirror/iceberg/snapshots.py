@@ -4,9 +4,14 @@ callers that must not start Spark (the Dagster sensors)."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from dv_assets.mirror.settings import CatalogLocation
+
+if TYPE_CHECKING:
+    from dv_assets.mirror.iceberg.java import MirrorTable
 
 DELTA_VERSION_PROPERTY = "dvmirror.delta-version"
 
@@ -36,3 +41,30 @@ def last_mirrored_version(catalog: CatalogLocation, table_name: str) -> int | No
         parent = snapshot.parent_snapshot_id
         snapshot = None if parent is None else table.snapshot_by_id(parent)
     return None
+
+
+def mirror_table_of(table_name: str, table: Any) -> MirrorTable:
+    """A pyiceberg `Table` as the engine's `MirrorTable` value (the one `IcebergJava.load` returns), for
+    callers that must not start a JVM: the same snapshot lookups (`snapshot_for_version`, …) either way."""
+    from dv_assets.mirror.iceberg.java import MirrorTable, Snapshot  # java.py imports this module
+
+    metadata = table.metadata
+    return MirrorTable(
+        name=table_name,
+        location=table.location(),
+        format_version=int(metadata.format_version),
+        properties=dict(table.properties),
+        schema=json.loads(table.schema().model_dump_json()),
+        current_snapshot_id=metadata.current_snapshot_id,
+        snapshots=tuple(
+            Snapshot(
+                snapshot_id=s.snapshot_id,
+                parent_id=s.parent_snapshot_id,
+                timestamp_ms=s.timestamp_ms,
+                summary={}
+                if s.summary is None
+                else {"operation": s.summary.operation.value, **s.summary.additional_properties},
+            )
+            for s in metadata.snapshots
+        ),
+    )
