@@ -1,17 +1,60 @@
-"""The code location: `defs`, built from the sources file (`sources.yaml` in the working directory, or
-$DVMIRROR_SOURCES) and the Iceberg catalog of the mirror's settings ($DVMIRROR_CATALOG_URI /
-$DVMIRROR_WAREHOUSE, default ./.dvmirror/); see `dv_assets.mirror.settings`.
+"""The code location (`[tool.dg.project]` in pyproject.toml, workspace.yaml, dagster_cloud.yaml).
 
-Loaded by `dagster dev -w workspace.yaml` (`make ui`) and by dagster_cloud.yaml as a code location.
+Tables are `DeltaMirrorComponent` documents (dv_assets/components/delta_mirror.py), read from one place:
+
+* a checkout (or the packaged copy): the dg defs folder `dv_assets/defs/`, whose `tables/defs.yaml` holds
+  one document per table; any other component put in the defs folder loads with them;
+* an installed package pointed at another list: a file of the same documents named by
+  `$DVMIRROR_SOURCES`, or `sources.yaml` in the working directory (`MirrorSettings.sources_file`). It
+  replaces the packaged tables.
+
+Either way the tables must share one Iceberg catalog (one Spark session per process): a conflict is
+refused by name before anything is built.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+from types import ModuleType
+
 import dagster as dg
 
+import dv_assets.defs
+from dv_assets.components.delta_mirror import DeltaMirrorComponent, check_mirrors, load_mirrors_file
 from dv_assets.defs.factory import build_definitions
-from dv_assets.defs.sources import load_sources
 from dv_assets.mirror.settings import MirrorSettings
 
-_settings = MirrorSettings.resolve()
-defs: dg.Definitions = build_definitions(load_sources(_settings.sources_file), _settings.catalog)
+# The folder holding the dv_assets package: pyproject.toml's in a checkout, site-packages when installed
+# (`{{ context.project_root }}` in defs.yaml).
+PROJECT_ROOT = Path(dv_assets.defs.__file__).resolve().parents[2]
+
+
+def project_definitions(
+    defs_module: ModuleType = dv_assets.defs, project_root: Path = PROJECT_ROOT
+) -> dg.Definitions:
+    """The dg defs folder's definitions, the mirror components checked together first (names, Iceberg
+    tables, one catalog), so a conflict is refused by name rather than by a merge error."""
+    tree = dg.ComponentTree.from_module(defs_module=defs_module, project_root=project_root)
+    mirrors = tree.get_all_components(of_type=DeltaMirrorComponent)
+    defs_folder = Path(str(defs_module.__file__)).parent
+    check_mirrors(
+        [(m.source(defs_folder), m.catalog_location()) for m in mirrors], f"{defs_folder} (defs.yaml files)"
+    )
+    return tree.build_defs()
+
+
+def file_definitions(path: Path) -> dg.Definitions:
+    mirrors = load_mirrors_file(path)
+    catalog = check_mirrors(mirrors, str(path)) or MirrorSettings.resolve().catalog
+    return build_definitions([source for source, _ in mirrors], catalog)
+
+
+def load_definitions() -> dg.Definitions:
+    """The code location's definitions (also what the demo and `dv_assets.defs.ci_checks` run)."""
+    sources_file = MirrorSettings.resolve().sources_file
+    return file_definitions(sources_file) if sources_file.is_file() else project_definitions()
+
+
+@dg.definitions
+def defs() -> dg.Definitions:
+    return load_definitions()

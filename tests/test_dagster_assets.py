@@ -146,7 +146,7 @@ def test_a_backlog_is_one_run_with_every_version_recorded_and_checked(spark, cat
     defs = definitions([source], catalog)
     versions = [str(v) for v in range(16)]
     with dg.instance_for_test() as instance:
-        tick = evaluate_sensor(defs, "delta_version_sensor", instance, None)
+        tick = evaluate_sensor(defs, source.version_sensor_name, instance, None)
         (run,) = launch_requested_runs(defs, instance, tick)
         assert run.success
         assert instance.get_runs_count() == 1  # 16 versions, one run (one Spark session)
@@ -181,7 +181,7 @@ def test_a_backlog_is_one_run_with_every_version_recorded_and_checked(spark, cat
         assert recorded_check_status(instance, source.mirror_asset_key, CHECKS, versions) == {
             p: {name: "SUCCEEDED" for name in CHECKS} for p in versions
         }
-        assert evaluate_sensor(defs, "delta_version_sensor", instance, tick.cursor).run_requests == []
+        assert evaluate_sensor(defs, source.version_sensor_name, instance, tick.cursor).run_requests == []
 
 
 @pytest.mark.spark
@@ -204,7 +204,7 @@ def test_a_check_failing_on_an_earlier_version_of_the_run_fails_the_run(spark, c
     defs = definitions([source], catalog)
     versions = [str(v) for v in range(8, 16)]
     with dg.instance_for_test() as instance:
-        tick = evaluate_sensor(defs, "delta_version_sensor", instance, json.dumps({source.name: 7}))
+        tick = evaluate_sensor(defs, source.version_sensor_name, instance, json.dumps({source.name: 7}))
         (run,) = launch_requested_runs(defs, instance, tick)
         assert not run.success  # blocking checks: a failure on any version fails the run
 

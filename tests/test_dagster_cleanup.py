@@ -45,9 +45,9 @@ def test_cleanup_reclaims_only_mirror_owned_files(spark, catalog, copy_fixture, 
 
     defs = definitions([source], catalog)
     with dg.instance_for_test() as instance:
-        result = defs.resolve_job_def("cleanup").execute_in_process(instance=instance)
+        result = defs.resolve_job_def(source.cleanup_job_name).execute_in_process(instance=instance)
     assert result.success
-    output = result.output_for_node("expire_and_clean")
+    output = result.output_for_node(source.cleanup_op_name)
     (observation,) = [
         e.event_specific_data.asset_observation
         for e in result.all_events

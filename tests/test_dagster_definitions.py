@@ -1,8 +1,10 @@
-"""The code location loads through workspace.yaml (in a subprocess, as `dagster dev` would) and the
-sources file is the one documented place tables are configured."""
+"""The code location loads through workspace.yaml and through dg (in subprocesses, as `dagster dev` and
+`dg dev` would), and its tables are `DeltaMirrorComponent` documents: the dg defs folder's
+(dv_assets/defs/tables/defs.yaml) or a file of the same documents named by DVMIRROR_SOURCES."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -11,24 +13,36 @@ from pathlib import Path
 import pytest
 import yaml
 
-from dv_assets.defs.sources import load_sources
-from dv_assets.mirror.settings import MirrorSettings
+from dv_assets.components.delta_mirror import MirrorConfigError, load_mirrors_file
+from dv_assets.definitions import load_definitions, project_definitions
+from dv_assets.defs.factory import sources_of, spark_resource_of
+from dv_assets.mirror.settings import CatalogLocation, MirrorSettings
 
 REPO = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+TYPE = "type: dv_assets.components.DeltaMirrorComponent"
+
+
+def tables_file(path: Path, *attributes: str) -> Path:
+    path.write_text("\n---\n".join(f"{TYPE}\nattributes: {a}" for a in attributes) + "\n")
+    return path
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVMIRROR_", "DAGSTER_"))}
+    return {**env, **extra}
 
 
 def test_definitions_validate_through_workspace_yaml(tmp_path) -> None:
-    sources = tmp_path / "sources.yaml"
-    sources.write_text(
-        "sources:\n"
-        "  - {name: alpha, delta_path: alpha, iceberg_table: ns.alpha}\n"
-        "  - {name: beta, delta_path: /data/beta, iceberg_table: ns.beta, format_version: 2,\n"
-        "     retention: {retain_last: 2, max_snapshot_age_hours: 24}}\n"
+    sources = tables_file(
+        tmp_path / "tables.yaml",
+        "{name: alpha, delta_path: alpha, iceberg_table: ns.alpha}",
+        "{name: beta, delta_path: /data/beta, iceberg_table: ns.beta, format_version: 2,\n"
+        "  retention: {retain_last: 2, max_snapshot_age_hours: 24}}",
     )
-    env = {**os.environ, "DVMIRROR_SOURCES": str(sources), "DAGSTER_HOME": str(tmp_path)}
-    dagster = Path(sys.executable).parent / "dagster"
+    env = _env(DVMIRROR_SOURCES=str(sources), DAGSTER_HOME=str(tmp_path))
     done = subprocess.run(
-        [str(dagster), "definitions", "validate", "-w", "workspace.yaml"],
+        [str(BIN / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -40,7 +54,7 @@ def test_definitions_validate_through_workspace_yaml(tmp_path) -> None:
         [
             sys.executable,
             "-c",
-            "from dv_assets.definitions import defs; r = defs.get_repository_def();"
+            "from dv_assets.definitions import load_definitions; r = load_definitions().get_repository_def();"
             "print(sorted(j.name for j in r.get_all_jobs() if not j.name.startswith('__')));"
             "print(sorted(s.name for s in r.sensor_defs));"
             "print(sorted(k.to_user_string() for k in r.asset_graph.get_all_asset_keys()))",
@@ -53,9 +67,54 @@ def test_definitions_validate_through_workspace_yaml(tmp_path) -> None:
     )
     assert listed.returncode == 0, listed.stderr
     jobs, sensors, assets = listed.stdout.strip().splitlines()
-    assert jobs == str(["checks_alpha", "checks_beta", "cleanup", "mirror_alpha", "mirror_beta"])
-    assert sensors == str(["compacted_deletes_sensor", "delta_version_sensor"])
+    assert jobs == str(
+        ["checks_alpha", "checks_beta", "cleanup_alpha", "cleanup_beta", "mirror_alpha", "mirror_beta"]
+    )
+    assert sensors == str(
+        [
+            "compacted_deletes_sensor_alpha",
+            "compacted_deletes_sensor_beta",
+            "delta_version_sensor_alpha",
+            "delta_version_sensor_beta",
+        ]
+    )
     assert assets == str(["delta/alpha", "delta/beta", "iceberg/alpha", "iceberg/beta"])
+
+
+def test_dg_checks_and_lists_the_project_from_the_repository_root(tmp_path) -> None:
+    env = _env(DAGSTER_HOME=str(tmp_path))
+    checked = subprocess.run(
+        [str(BIN / "dg"), "check", "defs"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "All definitions loaded successfully" in checked.stdout + checked.stderr
+    listed = subprocess.run(
+        [str(BIN / "dg"), "list", "defs", "--json"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert listed.returncode == 0, listed.stderr
+    defs = json.loads(listed.stdout)
+    assert {a["asset_key"] for a in defs["assets"]} == {"delta/demo_events", "iceberg/demo_events"}
+    mirror = next(a for a in defs["assets"] if a["asset_key"] == "iceberg/demo_events")
+    assert mirror["source"].startswith("dv_assets/defs/tables/defs.yaml")  # dg links the asset to its YAML
+    assert {c["name"] for c in defs["asset_checks"]} == {
+        "metadata_row_count_matches",
+        "one_dv_per_data_file",
+        "row_count_matches",
+    }
+    assert {j["name"] for j in defs["jobs"]} >= {
+        "mirror_demo_events",
+        "checks_demo_events",
+        "cleanup_demo_events",
+    }
+    assert {s["name"] for s in defs["sensors"]} == {
+        "delta_version_sensor_demo_events",
+        "compacted_deletes_sensor_demo_events",
+    }
 
 
 def test_workspace_and_dagster_cloud_yaml_name_the_same_code_location() -> None:
@@ -67,25 +126,90 @@ def test_workspace_and_dagster_cloud_yaml_name_the_same_code_location() -> None:
     assert entry["python_module"]["location_name"] == location["location_name"] == "dv_mirror"
 
 
-def test_sources_file_resolution_and_validation(tmp_path, monkeypatch) -> None:
-    (tmp_path / "sources.yaml").write_text(
-        "sources:\n  - {name: a, delta_path: sub/t, iceberg_table: ns.a}\n"
-    )
-    monkeypatch.setenv("DVMIRROR_SOURCES", str(tmp_path / "sources.yaml"))
-    (source,) = load_sources()
+def test_tables_file_resolution_and_validation(tmp_path, monkeypatch) -> None:
+    path = tables_file(tmp_path / "tables.yaml", "{name: a, delta_path: sub/t, iceberg_table: ns.a}")
+    monkeypatch.setenv("DVMIRROR_SOURCES", str(path))
+    ((source, catalog),) = load_mirrors_file(path)
     assert source.delta_path == str(tmp_path / "sub" / "t")
     assert (source.format_version, source.retention.retain_last) == (3, 10)
+    assert catalog == MirrorSettings.resolve().catalog  # no `catalog`: the environment's
+    assert [s.name for s in sources_of(load_definitions())] == ["a"]  # the file replaces the packaged list
 
     bad = tmp_path / "bad.yaml"
-    bad.write_text("sources:\n  - {name: a, delta_path: t, iceberg_table: nonamespace}\n")
-    with pytest.raises(ValueError, match=r"NAMESPACE\.NAME"):
-        load_sources(bad)
-    bad.write_text("sources:\n  - {name: a, delta_path: t, iceberg_table: n.a, format_version: 4}\n")
-    with pytest.raises(ValueError, match="format_version"):
-        load_sources(bad)
+    tables_file(bad, "{name: a, delta_path: t, iceberg_table: nonamespace}")
+    with pytest.raises(MirrorConfigError, match=r"(?s)document 1: .*NAMESPACE\.NAME"):
+        load_mirrors_file(bad)
+    tables_file(bad, "{name: a, delta_path: t, iceberg_table: n.a, format_version: 4}")
+    with pytest.raises(MirrorConfigError, match="format_version"):
+        load_mirrors_file(bad)
+    tables_file(
+        bad, "{name: a, delta_path: t, iceberg_table: n.a}", "{name: a, delta_path: u, iceberg_table: n.b}"
+    )
+    with pytest.raises(MirrorConfigError, match=r"two tables are named \['a'\]"):
+        load_mirrors_file(bad)
+    # The old `sources:` list is refused with the way to the new form.
+    bad.write_text("sources:\n  - {name: a, delta_path: t, iceberg_table: n.a}\n")
+    with pytest.raises(MirrorConfigError, match="old format: write one document per table"):
+        load_mirrors_file(bad)
 
-    # The repository's own sources.yaml holds the demo's table; the catalog defaults under .dvmirror/.
+    # Catalog properties (Iceberg's names); one catalog per code location, however it is spelled.
+    one = f"{{uri: 'jdbc:sqlite:{tmp_path}/c.db', warehouse: '{tmp_path}/wh'}}"
+    same = f"{{uri: 'sqlite:///{tmp_path}/c.db', warehouse: 'file://{tmp_path}/wh'}}"
+    other = f"{{uri: 'sqlite:///{tmp_path}/other.db', warehouse: '{tmp_path}/wh'}}"
+    tables_file(
+        bad,
+        f"{{name: a, delta_path: t, iceberg_table: n.a, catalog: {one}}}",
+        f"{{name: b, delta_path: u, iceberg_table: n.b, catalog: {same}}}",
+    )
+    assert {c for _, c in load_mirrors_file(bad)} == {CatalogLocation(tmp_path / "c.db", tmp_path / "wh")}
+    tables_file(
+        bad,
+        f"{{name: a, delta_path: t, iceberg_table: n.a, catalog: {one}}}",
+        f"{{name: b, delta_path: u, iceberg_table: n.b, catalog: {other}}}",
+    )
+    with pytest.raises(MirrorConfigError, match=r"must share one Iceberg catalog .*other\.db.*: b"):
+        load_mirrors_file(bad)
+
+    # Without the variable (and no sources.yaml in the working directory): the dg defs folder's tables,
+    # the catalog defaulting under .dvmirror/.
     monkeypatch.delenv("DVMIRROR_SOURCES")
     monkeypatch.delenv("DVMIRROR_CATALOG_URI", raising=False)
-    assert [s.name for s in load_sources()] == ["demo_events"]
-    assert MirrorSettings.resolve().catalog.sqlite_path == REPO / ".dvmirror" / "catalog.db"
+    monkeypatch.chdir(REPO)
+    defs = load_definitions()
+    assert [s.name for s in sources_of(defs)] == ["demo_events"]
+    assert sources_of(defs)[0].delta_path == str(REPO / ".dvmirror" / "demo" / "events")
+    assert spark_resource_of(defs).settings.catalog.sqlite_path == REPO / ".dvmirror" / "catalog.db"
+
+
+def test_components_of_a_defs_folder_share_one_catalog(tmp_path, monkeypatch) -> None:
+    """Several defs.yaml files (or documents) in one defs folder: merged into one code location with one
+    `spark` resource when they name the same catalog, refused by name when they do not."""
+    package = tmp_path / "mirror_project_defs"
+    for folder, catalog in (("first", "c.db"), ("second", "c.db")):
+        (package / folder).mkdir(parents=True)
+        tables_file(
+            package / folder / "defs.yaml",
+            f"{{name: {folder}, delta_path: t, iceberg_table: n.{folder}, "
+            f"catalog: {{uri: 'sqlite:///{tmp_path}/{catalog}', warehouse: '{tmp_path}/wh'}}}}",
+        )
+    (package / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import mirror_project_defs
+
+    defs = project_definitions(mirror_project_defs, tmp_path)
+    assert [s.name for s in sources_of(defs)] == ["first", "second"]
+    assert spark_resource_of(defs).settings.catalog.sqlite_path == tmp_path / "c.db"
+    assert sorted(s.name for s in defs.get_repository_def().sensor_defs) == [
+        "compacted_deletes_sensor_first",
+        "compacted_deletes_sensor_second",
+        "delta_version_sensor_first",
+        "delta_version_sensor_second",
+    ]
+
+    tables_file(
+        package / "second" / "defs.yaml",
+        f"{{name: second, delta_path: t, iceberg_table: n.second, "
+        f"catalog: {{uri: 'sqlite:///{tmp_path}/elsewhere.db', warehouse: '{tmp_path}/wh'}}}}",
+    )
+    with pytest.raises(MirrorConfigError, match=r"must share one Iceberg catalog.*elsewhere\.db.*: second"):
+        project_definitions(mirror_project_defs, tmp_path)

@@ -8,7 +8,6 @@ import json
 import dagster as dg
 import pytest
 
-from dv_assets.defs.maintenance import CLEANUP_JOB_NAME
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import definitions, evaluate_sensor, make_source
 
@@ -20,7 +19,7 @@ def test_delta_version_sensor_adds_partitions_in_order_and_requests_one_run(copy
     source = make_source(table)
     defs = definitions([source], catalog)
     with dg.instance_for_test() as instance:
-        result = evaluate_sensor(defs, "delta_version_sensor", instance, None)
+        result = evaluate_sensor(defs, source.version_sensor_name, instance, None)
         (add,) = result.dynamic_partitions_requests
         assert add.partitions_def_name == source.partitions_name
         assert list(add.partition_keys) == [str(v) for v in range(16)]
@@ -34,14 +33,14 @@ def test_delta_version_sensor_adds_partitions_in_order_and_requests_one_run(copy
         assert run.run_key == f"{source.name}:v0-15"
         assert json.loads(result.cursor) == {source.name: 15}
 
-        assert evaluate_sensor(defs, "delta_version_sensor", instance, result.cursor).run_requests == []
+        assert evaluate_sensor(defs, source.version_sensor_name, instance, result.cursor).run_requests == []
 
         # A new commit (a blind append of nothing but commitInfo) is found on the next tick.
         (table / "_delta_log" / f"{16:020d}.json").write_text(
             json.dumps({"commitInfo": {"timestamp": 1, "operation": "WRITE"}}) + "\n"
         )
         instance.add_dynamic_partitions(source.partitions_name, [str(v) for v in range(16)])
-        later = evaluate_sensor(defs, "delta_version_sensor", instance, result.cursor)
+        later = evaluate_sensor(defs, source.version_sensor_name, instance, result.cursor)
         (one,) = later.run_requests
         assert (one.tags[RANGE_START], one.tags[RANGE_END]) == ("16", "16")
         assert one.run_key == f"{source.name}:v16"
@@ -52,7 +51,7 @@ def test_delta_version_sensor_adds_partitions_in_order_and_requests_one_run(copy
 def test_delta_version_sensor_skips_a_missing_table(tmp_path, catalog) -> None:
     source = make_source(tmp_path / "nothing-here")
     with dg.instance_for_test() as instance:
-        result = evaluate_sensor(definitions([source], catalog), "delta_version_sensor", instance, None)
+        result = evaluate_sensor(definitions([source], catalog), source.version_sensor_name, instance, None)
     assert result.run_requests == [] and json.loads(result.cursor) == {}
 
 
@@ -63,22 +62,22 @@ def test_compacted_deletes_sensor_requests_cleanup(spark, catalog, copy_fixture)
     defs = definitions([source], catalog)
     with dg.instance_for_test() as instance:
         assert (
-            evaluate_sensor(defs, "compacted_deletes_sensor", instance, None).run_requests == []
+            evaluate_sensor(defs, source.compacted_sensor_name, instance, None).run_requests == []
         )  # no mirror
 
         sync_table(spark, table, source.iceberg_table, until_version=5)
-        quiet = evaluate_sensor(defs, "compacted_deletes_sensor", instance, None)
+        quiet = evaluate_sensor(defs, source.compacted_sensor_name, instance, None)
         assert quiet.run_requests == [] and json.loads(quiet.cursor) == {source.name: 5}
 
         # v6-v8 replace DVs, v9-v13 remove data files that carried DVs.
         sync_table(spark, table, source.iceberg_table)
-        result = evaluate_sensor(defs, "compacted_deletes_sensor", instance, quiet.cursor)
+        result = evaluate_sensor(defs, source.compacted_sensor_name, instance, quiet.cursor)
         (request,) = result.run_requests
-        assert request.job_name == CLEANUP_JOB_NAME
+        assert request.job_name == source.cleanup_job_name == f"cleanup_{source.name}"
         assert request.tags["dvmirror/compacted-versions"] == "6,7,8,9,10,11,12,13"
-        assert request.run_config["ops"]["expire_and_clean"]["config"]["sources"] == [source.name]
+        assert request.run_config["ops"][source.cleanup_op_name]["config"]["sources"] == [source.name]
         assert json.loads(result.cursor) == {source.name: 15}
-        assert evaluate_sensor(defs, "compacted_deletes_sensor", instance, result.cursor).run_requests == []
+        assert evaluate_sensor(defs, source.compacted_sensor_name, instance, result.cursor).run_requests == []
 
 
 @pytest.mark.spark
@@ -92,6 +91,11 @@ def test_one_unreadable_source_does_not_stop_the_others_cleanup(spark, catalog, 
         commit.write_text("not json\n")
     defs = definitions([broken, good], catalog)
     with dg.instance_for_test() as instance:
-        result = evaluate_sensor(defs, "compacted_deletes_sensor", instance, None)
+        # Each table has its own sensor: the broken table's skips (no error, no request) ...
+        skipped = evaluate_sensor(defs, broken.compacted_sensor_name, instance, None)
+        assert skipped.run_requests == []
+        # ... and the good table's cleanup is requested as before.
+        result = evaluate_sensor(defs, good.compacted_sensor_name, instance, None)
     (request,) = result.run_requests
-    assert request.run_config["ops"]["expire_and_clean"]["config"]["sources"] == [good.name]
+    assert request.job_name == good.cleanup_job_name
+    assert request.run_config["ops"][good.cleanup_op_name]["config"]["sources"] == [good.name]

@@ -116,8 +116,10 @@ def test_non_editable_install_runs_the_cli_and_loads_the_definitions_elsewhere(t
     assert json.loads(synced.stdout)["mirrored_versions"] == [0, 1]
     assert (elsewhere / ".dvmirror" / "catalog.db").is_file()  # defaults under the working directory
 
+    # The operator's own table list (DeltaMirrorComponent documents) in the working directory.
     (elsewhere / "sources.yaml").write_text(
-        "sources:\n  - {name: pkg, delta_path: table-with-dv-small, iceberg_table: pkg.t}\n"
+        "type: dv_assets.components.DeltaMirrorComponent\n"
+        "attributes: {name: pkg, delta_path: table-with-dv-small, iceberg_table: pkg.t}\n"
     )
     listed = subprocess.run(
         [
@@ -125,7 +127,7 @@ def test_non_editable_install_runs_the_cli_and_loads_the_definitions_elsewhere(t
             "-W",
             "ignore",
             "-c",
-            "from dv_assets.definitions import defs; r = defs.get_repository_def();"
+            "from dv_assets.definitions import load_definitions; r = load_definitions().get_repository_def();"
             "print(sorted(j.name for j in r.get_all_jobs() if not j.name.startswith('__')))",
         ],
         cwd=elsewhere,
@@ -135,7 +137,7 @@ def test_non_editable_install_runs_the_cli_and_loads_the_definitions_elsewhere(t
         timeout=300,
     )
     assert listed.returncode == 0, listed.stderr
-    assert listed.stdout.strip() == str(["checks_pkg", "cleanup", "mirror_pkg"])
+    assert listed.stdout.strip() == str(["checks_pkg", "cleanup_pkg", "mirror_pkg"])
     validated = subprocess.run(
         [str(python), "-m", "dagster", "definitions", "validate", "-m", "dv_assets.definitions"],
         cwd=elsewhere,

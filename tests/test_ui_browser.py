@@ -77,9 +77,9 @@ def webserver(spark, catalog, copy_fixture, tmp_path) -> Iterator[tuple[str, str
     """A webserver over an instance holding one materialized partition (with checks) of a mirror."""
     table = copy_fixture("table-with-dv-small")
     source = make_source(table)
-    sources = tmp_path / "sources.yaml"
+    sources = tmp_path / "tables.yaml"
     entry = f"{{name: {source.name}, delta_path: '{table}', iceberg_table: {source.iceberg_table}}}"
-    sources.write_text(f"sources:\n  - {entry}\n")
+    sources.write_text(f"type: dv_assets.components.DeltaMirrorComponent\nattributes: {entry}\n")
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")

@@ -1,9 +1,16 @@
-"""The code location's factory: for each configured Delta source its partitions, assets, checks and jobs;
-and the whole `dg.Definitions` for a list of sources and a catalog."""
+"""The code location's factory: for each configured Delta source its partitions, assets, checks, jobs and
+sensors; and the whole `dg.Definitions` for a list of sources and a catalog.
+
+Every definition is per source (names carry the source's name), so the definitions of several sources,
+or of several `DeltaMirrorComponent`s, merge without clashes. The one shared definition is the `spark`
+resource: a process holds one Spark session, so all sources of a code location share one catalog and
+one resource object (`spark_resource`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import (
@@ -19,6 +26,8 @@ from dv_assets.defs.sensors import build_compacted_deletes_sensor, build_delta_v
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror.settings import CatalogLocation
 from resources.spark import IcebergSparkResource
+
+SOURCE_METADATA_PREFIX = "dvmirror/table/"
 
 
 @dataclass(frozen=True)
@@ -49,19 +58,56 @@ def build_source(source: DeltaSource) -> SourceDefinitions:
     )
 
 
-def build_definitions(sources: list[DeltaSource], catalog: CatalogLocation) -> dg.Definitions:
-    built = [build_source(s) for s in sources]
-    cleanup_job = build_cleanup_job(sources)
-    mirror_jobs = [b.mirror_job for b in built]
+@cache
+def spark_resource(catalog: CatalogLocation) -> IcebergSparkResource:
+    """One resource object per catalog: `dg.Definitions.merge` accepts a resource key from several
+    definitions only when it is the same object."""
+    return IcebergSparkResource.for_catalog(catalog)
+
+
+def build_source_definitions(source: DeltaSource, catalog: CatalogLocation) -> dg.Definitions:
+    """Everything of one source: both assets, the checks, `mirror_<name>`, `checks_<name>`,
+    `cleanup_<name>`, `delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`."""
+    built = build_source(source)
+    cleanup_job = build_cleanup_job([source], source.cleanup_job_name, source.cleanup_op_name)
     return dg.Definitions(
-        assets=[a for b in built for a in b.assets],
-        asset_checks=[c for b in built for c in b.checks],
-        jobs=[*mirror_jobs, *(b.checks_job for b in built), cleanup_job],
+        assets=built.assets,
+        asset_checks=built.checks,
+        jobs=[built.mirror_job, built.checks_job, cleanup_job],
         sensors=[
             build_delta_version_sensor(
-                sources, {b.source.name: b.partitions_def for b in built}, mirror_jobs
+                [source], {source.name: built.partitions_def}, [built.mirror_job], source.version_sensor_name
             ),
-            build_compacted_deletes_sensor(sources, catalog, cleanup_job),
+            build_compacted_deletes_sensor([source], catalog, cleanup_job, source.compacted_sensor_name),
         ],
-        resources={"spark": IcebergSparkResource.for_catalog(catalog)},
+        resources={"spark": spark_resource(catalog)},
+        # How tools over the built definitions (the demo, `dv_assets.defs.ci_checks`) find the tables.
+        metadata={
+            SOURCE_METADATA_PREFIX + source.name: dg.MetadataValue.json(source.model_dump(mode="json"))
+        },
+    )
+
+
+def sources_of(defs: dg.Definitions) -> list[DeltaSource]:
+    """The tables the definitions mirror (in name order)."""
+    found = [
+        DeltaSource.model_validate(value.value if isinstance(value, dg.MetadataValue) else value)
+        for key, value in (defs.metadata or {}).items()
+        if key.startswith(SOURCE_METADATA_PREFIX)
+    ]
+    return sorted(found, key=lambda s: s.name)
+
+
+def spark_resource_of(defs: dg.Definitions) -> IcebergSparkResource:
+    resource = (defs.resources or {}).get("spark")
+    if not isinstance(resource, IcebergSparkResource):
+        raise ValueError("the definitions have no IcebergSparkResource under the key `spark`")
+    return resource
+
+
+def build_definitions(sources: list[DeltaSource], catalog: CatalogLocation) -> dg.Definitions:
+    return (
+        dg.Definitions.merge(*(build_source_definitions(s, catalog) for s in sources))
+        if sources
+        else (dg.Definitions(resources={"spark": spark_resource(catalog)}))
     )

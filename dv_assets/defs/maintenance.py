@@ -1,6 +1,6 @@
-"""The `cleanup` job: per source, `dv_assets.mirror.iceberg.maintenance.expire_and_reclaim` (snapshot
-expiry past the source's retention; only the mirror's own files are ever deleted), reported as an asset
-observation of `iceberg/<source>`."""
+"""The `cleanup_<name>` job (one per table): `dv_assets.mirror.iceberg.maintenance.expire_and_reclaim`
+(snapshot expiry past the source's retention; only the mirror's own files are ever deleted), reported as
+an asset observation of `iceberg/<source>`."""
 
 import dagster as dg
 from pydantic import Field
@@ -10,8 +10,6 @@ from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.maintenance import MaintenanceReport, expire_and_reclaim
 from resources.spark import IcebergSparkResource
 
-CLEANUP_JOB_NAME = "cleanup"
-CLEANUP_OP_NAME = "expire_and_clean"
 MAX_LISTED = 50
 
 
@@ -33,8 +31,8 @@ def report_metadata(report: MaintenanceReport) -> dict[str, dg.MetadataValue]:
     }
 
 
-def cleanup_run_config(names: list[str]) -> dict:
-    return {"ops": {CLEANUP_OP_NAME: {"config": {"sources": names}}}}
+def cleanup_run_config(source: DeltaSource) -> dict:
+    return {"ops": {source.cleanup_op_name: {"config": {"sources": [source.name]}}}}
 
 
 class CleanupConfig(dg.Config):
@@ -42,11 +40,13 @@ class CleanupConfig(dg.Config):
     dry_run: bool = Field(default=False, description="report what would be reclaimed, delete nothing")
 
 
-def build_cleanup_job(sources: list[DeltaSource]) -> dg.JobDefinition:
+def build_cleanup_job(sources: list[DeltaSource], job_name: str, op_name: str) -> dg.JobDefinition:
+    """The cleanup job over `sources`; job and op names are the caller's (op names are unique across a
+    code location, so each table's job has its own op)."""
     by_name = {s.name: s for s in sources}
 
     @dg.op(
-        name=CLEANUP_OP_NAME,
+        name=op_name,
         description="Expire snapshots past retention (Iceberg's file cleanup off) and delete only the "
         "mirror's own files nothing retained references.",
     )
@@ -98,9 +98,9 @@ def build_cleanup_job(sources: list[DeltaSource]) -> dg.JobDefinition:
         )
 
     @dg.job(
-        name=CLEANUP_JOB_NAME,
+        name=job_name,
         description="Expire Iceberg snapshots past each source's retention; reclaim only mirror-owned files.",
-        tags={"dvmirror/kind": "cleanup"},
+        tags={"dvmirror/kind": "cleanup", **(sources[0].tags if len(sources) == 1 else {})},
     )
     def cleanup() -> None:
         expire_and_clean()

@@ -1,5 +1,8 @@
 """Sensors: new Delta commits become partitions and mirror runs; compacted DVs trigger the cleanup.
 
+Each table has its own pair (`delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`, built by
+the factory per source): a table's sensors are switched on and off, and fail, on their own.
+
 * `delta_version_sensor` lists each source's `_delta_log` (pure Python), adds the new versions as
   partitions of that source's `delta_versions__<name>` definition in ascending order, and requests ONE
   `mirror_<name>` run per source and tick for all of them: a partition-range run (first..last new
@@ -59,9 +62,10 @@ def build_delta_version_sensor(
     sources: list[DeltaSource],
     partitions: dict[str, dg.DynamicPartitionsDefinition],
     jobs: list[UnresolvedAssetJobDefinition],
+    name: str = "delta_version_sensor",
 ) -> dg.SensorDefinition:
     @dg.sensor(
-        name="delta_version_sensor",
+        name=name,
         jobs=jobs,
         minimum_interval_seconds=30,
         description="Finds new commits in each source's _delta_log; adds them as partitions (ascending) "
@@ -102,10 +106,13 @@ def build_delta_version_sensor(
 
 
 def build_compacted_deletes_sensor(
-    sources: list[DeltaSource], catalog: CatalogLocation, cleanup_job: dg.JobDefinition
+    sources: list[DeltaSource],
+    catalog: CatalogLocation,
+    cleanup_job: dg.JobDefinition,
+    name: str = "compacted_deletes_sensor",
 ) -> dg.SensorDefinition:
     @dg.sensor(
-        name="compacted_deletes_sensor",
+        name=name,
         job=cleanup_job,
         minimum_interval_seconds=300,
         description="Requests the cleanup job when mirrored Delta versions removed files carrying DVs "
@@ -149,6 +156,6 @@ def _cleanup_request(
     return dg.RunRequest(
         run_key=f"cleanup:{source.name}:v{last}",
         job_name=job_name,
-        run_config=cleanup_run_config([source.name]),
+        run_config=cleanup_run_config(source),
         tags={**source.tags, "dvmirror/compacted-versions": ",".join(str(v) for v in compacted)[:200]},
     )

@@ -1,32 +1,18 @@
-"""What the Dagster platform mirrors: the Delta sources listed in `sources.yaml`, and every Dagster name
-derived from a source (asset keys, partitions, jobs, tags, pool), in one place.
+"""One mirrored Delta table as the Dagster platform takes it (`DeltaSource`), and every Dagster name
+derived from it (asset keys, partitions, jobs, sensors, tags, pool), in one place.
 
-The sources file is `sources.yaml` in the working directory, or the file `DVMIRROR_SOURCES` names
-(`dv_assets.mirror.settings`):
-
-```yaml
-sources:
-  - name: demo_events              # [a-z0-9_]+, unique: used in asset keys, job and partition names
-    delta_path: .dvmirror/demo/events   # relative paths are relative to the YAML file's folder
-    iceberg_table: demo.events     # NAMESPACE.NAME in the `dvmirror` catalog
-    format_version: 3              # 3: Puffin deletion vectors, 2: Parquet position deletes
-    retention:
-      retain_last: 5               # keep at least the newest N snapshots
-      max_snapshot_age_hours: 168  # expire older snapshots (beyond retain_last); null: count only
-    allowed_roots: []              # folders outside delta_path the log may name (shallow clones)
-```
+Tables are configured as `DeltaMirrorComponent` documents (dv_assets/components/delta_mirror.py:
+`dv_assets/defs/tables/defs.yaml`, or a file named by DVMIRROR_SOURCES); each becomes one DeltaSource.
 """
 
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
-import yaml
 from pydantic import BaseModel, Field, field_validator
 
 from dv_assets.mirror.iceberg.maintenance import Retention
-from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, MirrorSettings
+from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 
 TABLE_TAG = "dvmirror/table"
 # The Delta versions a mirror run covers ("7" or "7-12"); shown in the UI's run list, unlike the
@@ -38,7 +24,7 @@ _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class DeltaSource(BaseModel):
-    """One Delta table to mirror, as listed in sources.yaml."""
+    """One Delta table to mirror (a `DeltaMirrorComponent`'s attributes, locations resolved)."""
 
     name: str
     delta_path: str
@@ -92,6 +78,22 @@ class DeltaSource(BaseModel):
         return f"checks_{self.name}"
 
     @property
+    def cleanup_job_name(self) -> str:
+        return f"cleanup_{self.name}"
+
+    @property
+    def cleanup_op_name(self) -> str:
+        return f"expire_and_clean_{self.name}"
+
+    @property
+    def version_sensor_name(self) -> str:
+        return f"delta_version_sensor_{self.name}"
+
+    @property
+    def compacted_sensor_name(self) -> str:
+        return f"compacted_deletes_sensor_{self.name}"
+
+    @property
     def tags(self) -> dict[str, str]:
         """Tags of every run and asset of the source (runs of one table can be limited on the tag)."""
         return {TABLE_TAG: self.name}
@@ -105,36 +107,3 @@ class DeltaSource(BaseModel):
     def spark_table(self) -> str:
         """The table as Spark SQL names it in the `dvmirror` catalog."""
         return f"{ICEBERG_CATALOG_NAME}.{self.iceberg_table}"
-
-
-class SourcesFile(BaseModel):
-    sources: list[DeltaSource]
-
-
-def load_sources(path: str | Path | None = None) -> list[DeltaSource]:
-    """The configured sources; relative Delta paths are resolved against the YAML file's folder."""
-    path = Path(path).resolve() if path is not None else MirrorSettings.resolve().sources_file
-    raw = yaml.safe_load(path.read_text()) or {}
-    parsed = SourcesFile.model_validate(raw)
-    names = [s.name for s in parsed.sources]
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        raise ValueError(f"{path}: duplicate source names {duplicates}")
-    tables = [s.iceberg_table for s in parsed.sources]
-    if len(set(tables)) != len(tables):
-        raise ValueError(f"{path}: two sources mirror into the same Iceberg table")
-
-    def beside_the_file(location: str) -> str:
-        if "://" in location or Path(location).is_absolute():
-            return location
-        return str((path.parent / location).resolve())
-
-    return [
-        source.model_copy(
-            update={
-                "delta_path": beside_the_file(source.delta_path),
-                "allowed_roots": [beside_the_file(r) for r in source.allowed_roots],
-            }
-        )
-        for source in parsed.sources
-    ]

@@ -5,12 +5,15 @@
    recreates the Dagster instance in .dagster_home/ (dagster.yaml: telemetry off, one run per table at
    a time). Other tables in the catalog are left alone. So re-running `make demo` always works.
 2. Builds the sample Delta table with Delta Spark, deletion vectors on (sample_table.py).
-3. Evaluates `delta_version_sensor`, adds the partitions it asks for, and executes its run request: one
-   run over the whole backlog (a partition range) that materializes delta/<name> and iceberg/<name> for
-   every version, each on its own partition, plus the blocking checks on every version.
-4. Runs the checks-only job on the latest version, evaluates `compacted_deletes_sensor` and runs the
-   cleanup job it requests.
+3. Evaluates `delta_version_sensor_demo_events`, adds the partitions it asks for, and executes its run
+   request: one run over the whole backlog (a partition range) that materializes delta/<name> and
+   iceberg/<name> for every version, each on its own partition, plus the checks on every version.
+4. Runs the checks-only job on the latest version, evaluates `compacted_deletes_sensor_demo_events` and
+   runs the cleanup job it requests.
 5. Prints a summary. Exits 1 when a check failed. `make ui` then shows every run.
+
+The demo runs the code location's own definitions (`dv_assets.definitions`: the table `demo_events` of
+dv_assets/defs/tables/defs.yaml), so `make ui` shows the same jobs and sensors.
 """
 
 import logging
@@ -81,22 +84,23 @@ def drop_mirror(spark, table_name: str) -> None:
 def main() -> int:
     began = time.monotonic()
     quiet_warnings()
-    from dv_assets.defs.factory import build_definitions
-    from dv_assets.defs.maintenance import CLEANUP_JOB_NAME, CLEANUP_OP_NAME, cleanup_run_config
-    from dv_assets.defs.sources import VERSIONS_TAG, load_sources
+    from dv_assets.definitions import load_definitions
+    from dv_assets.defs.factory import sources_of, spark_resource_of
+    from dv_assets.defs.maintenance import cleanup_run_config
+    from dv_assets.defs.sources import VERSIONS_TAG
     from dv_assets.demo.sample_table import build_sample_table
     from dv_assets.mirror.delta.facts import commit_facts
     from dv_assets.mirror.delta.replay import DeltaTable
     from dv_assets.mirror.settings import MirrorSettings
     from dv_assets.mirror.spark import get_or_create_spark
 
-    settings = MirrorSettings.resolve()
-    sources = load_sources(settings.sources_file)
-    demo = next((s for s in sources if s.name == DEMO_SOURCE), None)
+    defs = load_definitions()
+    demo = next((s for s in sources_of(defs) if s.name == DEMO_SOURCE), None)
     if demo is None:
-        say(f"demo: the sources file has no `{DEMO_SOURCE}` entry (see sources.yaml)")
+        say(f"demo: the code location has no table `{DEMO_SOURCE}` (see dv_assets/defs/tables/defs.yaml)")
         return 2
-    catalog = settings.catalog
+    catalog = spark_resource_of(defs).settings.catalog
+    settings = MirrorSettings.resolve(catalog=catalog)
     say(
         f"dv-mirror demo: Delta {demo.delta_path} -> Iceberg {demo.iceberg_table} "
         f"(format v{demo.format_version})"
@@ -108,13 +112,12 @@ def main() -> int:
     drop_mirror(spark, demo.iceberg_table)
     shutil.rmtree(demo.delta_path, ignore_errors=True)
     instance = reset_instance()
-    defs = build_definitions(sources, catalog)
 
     say("[2/6] building the sample Delta table with Delta Spark (deletion vectors on)")
     latest = build_sample_table(spark, Path(demo.delta_path), progress=say)
 
-    say("[3/6] delta_version_sensor: looking for new Delta versions")
-    tick = defs.resolve_sensor_def("delta_version_sensor")(
+    say(f"[3/6] {demo.version_sensor_name}: looking for new Delta versions")
+    tick = defs.resolve_sensor_def(demo.version_sensor_name)(
         dg.build_sensor_context(instance=instance, definitions=defs)
     )
     assert isinstance(tick, dg.SensorResult)
@@ -174,22 +177,22 @@ def main() -> int:
             failed.append(f"v{latest} {evaluation.check_name} (checks job)")
         say(f"  {evaluation.check_name}: {'passed' if evaluation.passed else 'FAILED'}")
 
-    say("[6/6] compacted_deletes_sensor and the cleanup job")
-    compacted = defs.resolve_sensor_def("compacted_deletes_sensor")(
+    say(f"[6/6] {demo.compacted_sensor_name} and the cleanup job")
+    compacted = defs.resolve_sensor_def(demo.compacted_sensor_name)(
         dg.build_sensor_context(instance=instance, definitions=defs)
     )
     assert isinstance(compacted, dg.SensorResult)
     requests = list(compacted.run_requests or [])
     for request in requests:
         say(f"  versions {request.tags.get('dvmirror/compacted-versions')} dropped DVs: cleanup requested")
-    cleanup_config = requests[0].run_config if requests else cleanup_run_config([demo.name])
-    cleanup = defs.resolve_job_def(CLEANUP_JOB_NAME).execute_in_process(
+    cleanup_config = requests[0].run_config if requests else cleanup_run_config(demo)
+    cleanup = defs.resolve_job_def(demo.cleanup_job_name).execute_in_process(
         instance=instance,
         run_config={**cleanup_config, **QUIET},
         tags=dict(requests[0].tags) if requests else None,
         raise_on_error=False,
     )
-    totals = cleanup.output_for_node(CLEANUP_OP_NAME) if cleanup.success else {}
+    totals = cleanup.output_for_node(demo.cleanup_op_name) if cleanup.success else {}
     if not cleanup.success:
         failed.append("cleanup job failed")
 

@@ -1,0 +1,187 @@
+"""`DeltaMirrorComponent`: one Delta table mirrored into Iceberg, configured in YAML, one document per
+table (`dv_assets/defs/tables/defs.yaml`):
+
+```yaml
+type: dv_assets.components.DeltaMirrorComponent
+attributes:
+  name: events                      # [a-z][a-z0-9_]*, unique: asset keys, job, sensor and partition names
+  delta_path: /data/delta/events    # relative paths: relative to the YAML file's folder
+  iceberg_table: analytics.events   # NAMESPACE.NAME in the Iceberg catalog (`dvmirror` in Spark)
+  format_version: 3                 # 3: Puffin deletion vectors; 2: Parquet position deletes
+  retention: {retain_last: 10, max_snapshot_age_hours: 168, orphan_min_age_hours: 24}
+  allowed_roots: []                 # folders outside delta_path the log may name (shallow clones)
+  catalog:                          # Iceberg catalog properties (Iceberg Java's names); omit: the
+    uri: sqlite:////data/catalog.db #   environment's (DVMIRROR_CATALOG_URI / _WAREHOUSE) or ./.dvmirror
+    warehouse: /data/warehouse
+---
+type: dv_assets.components.DeltaMirrorComponent
+attributes: ...                     # the next table
+```
+
+Each table yields the factory's definitions for it (`dv_assets.defs.factory.build_source_definitions`):
+assets `delta/<name>` and `iceberg/<name>`, their checks, jobs `mirror_<name>`, `checks_<name>`,
+`cleanup_<name>`, sensors `delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`. A process
+holds one Spark session, so all tables of a code location share one catalog (`check_mirrors` refuses a
+conflict by name).
+
+An installed package is pointed at another table list by a file of the same documents outside the
+package: `$DVMIRROR_SOURCES`, or `sources.yaml` in the working directory (`load_mirrors_file`); it replaces
+the packaged tables (`dv_assets.definitions`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import dagster as dg
+import yaml
+from pydantic import Field
+
+from dv_assets.defs.factory import build_source_definitions
+from dv_assets.defs.sources import DeltaSource
+from dv_assets.mirror.iceberg.maintenance import Retention
+from dv_assets.mirror.settings import CatalogLocation, MirrorSettings
+
+COMPONENT_TYPE = "dv_assets.components.DeltaMirrorComponent"
+
+
+class RetentionAttributes(dg.Model, dg.Resolvable):
+    """`Retention` as YAML attributes (dg resolves plain types; `Retention` validates the values)."""
+
+    retain_last: int = Field(
+        default=Retention().retain_last, description="keep at least the newest N snapshots"
+    )
+    max_snapshot_age_hours: float | None = Field(
+        default=None, description="expire snapshots older than this (never the newest retain_last)"
+    )
+    orphan_min_age_hours: float = Field(
+        default=Retention().orphan_min_age_hours, description="age before a crashed run's leftovers go"
+    )
+
+    def retention(self) -> Retention:
+        return Retention(
+            retain_last=self.retain_last,
+            max_snapshot_age_hours=self.max_snapshot_age_hours,
+            orphan_min_age_hours=self.orphan_min_age_hours,
+        )
+
+
+class DeltaMirrorComponent(dg.Component, dg.Model, dg.Resolvable):
+    """Mirror one Delta table (deletion vectors included) into an Iceberg table: one partition per Delta
+    version, the mirror asset, its checks, sensors and jobs."""
+
+    name: str = Field(description="[a-z][a-z0-9_]*: asset keys delta/<name>, iceberg/<name>, job names")
+    delta_path: str = Field(description="the Delta table's folder or URI; relative: to the YAML's folder")
+    iceberg_table: str = Field(description="NAMESPACE.NAME in the Iceberg catalog")
+    format_version: int = Field(default=3, description="3: Puffin DVs; 2: Parquet position deletes")
+    retention: RetentionAttributes = Field(
+        default_factory=RetentionAttributes, description="snapshot expiry of the cleanup job"
+    )
+    allowed_roots: list[str] = Field(
+        default_factory=list, description="folders outside delta_path its log may name (shallow clones)"
+    )
+    catalog: dict[str, str] | None = Field(
+        default=None,
+        description="Iceberg catalog properties (uri, warehouse, ...); all tables of a code location share "
+        "one catalog; omitted: the environment's (DVMIRROR_CATALOG_URI / DVMIRROR_WAREHOUSE, ./.dvmirror)",
+    )
+
+    def source(self, base: Path) -> DeltaSource:
+        """The table as the factory takes it, relative locations resolved against `base` (the YAML's
+        folder). Validation (names, table, format version) is DeltaSource's."""
+
+        def beside(location: str) -> str:
+            if "://" in location or Path(location).is_absolute():
+                return location
+            return str((base / location).resolve())
+
+        return DeltaSource(
+            name=self.name,
+            delta_path=beside(self.delta_path),
+            iceberg_table=self.iceberg_table,
+            format_version=self.format_version,
+            retention=self.retention.retention(),
+            allowed_roots=[beside(r) for r in self.allowed_roots],
+        )
+
+    def catalog_location(self) -> CatalogLocation:
+        """The catalog the properties name, or the environment's default."""
+        if not self.catalog:
+            return MirrorSettings.resolve().catalog
+        return catalog_from_properties(self.catalog)
+
+    def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
+        return build_source_definitions(self.source(context.path), self.catalog_location())
+
+
+def catalog_from_properties(properties: dict[str, str]) -> CatalogLocation:
+    """The catalog named by Iceberg catalog properties. Today the sqlite catalog: `uri` (sqlite:///PATH or
+    jdbc:sqlite:PATH) and `warehouse`."""
+    uri, warehouse = properties.get("uri"), properties.get("warehouse")
+    if not uri or not warehouse:
+        raise ValueError(f"catalog properties need `uri` and `warehouse`, got {sorted(properties)}")
+    if uri.startswith("jdbc:sqlite:"):
+        uri = "sqlite:///" + uri.removeprefix("jdbc:sqlite:").lstrip("/")
+    return CatalogLocation.from_uri(uri, warehouse.removeprefix("file://"))
+
+
+class MirrorConfigError(ValueError):
+    """The mirrored tables of a code location do not fit together."""
+
+
+def check_mirrors(
+    mirrors: Sequence[tuple[DeltaSource, CatalogLocation]], where: str
+) -> CatalogLocation | None:
+    """Refuse tables that cannot share one code location: duplicate names or Iceberg tables, and more than
+    one catalog (a process holds one Spark session, whose `dvmirror` catalog is one catalog). The shared
+    catalog, None without tables."""
+    names = [s.name for s, _ in mirrors]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise MirrorConfigError(f"{where}: two tables are named {duplicates}")
+    tables = [s.iceberg_table for s, _ in mirrors]
+    twice = sorted({t for t in tables if tables.count(t) > 1})
+    if twice:
+        raise MirrorConfigError(f"{where}: two tables mirror into the same Iceberg table {twice}")
+    catalogs = {c for _, c in mirrors}
+    if len(catalogs) > 1:
+        by_catalog = "; ".join(
+            f"{c.sqlalchemy_uri} (warehouse {c.warehouse}): {', '.join(s.name for s, k in mirrors if k == c)}"
+            for c in sorted(catalogs, key=lambda c: c.sqlalchemy_uri)
+        )
+        raise MirrorConfigError(
+            f"{where}: all tables of a code location must share one Iceberg catalog (one Spark session per "
+            f"process); found {len(catalogs)}: {by_catalog}. Give every table the same `catalog`, or put "
+            "the tables of another catalog in a code location of their own."
+        )
+    return next(iter(catalogs), None)
+
+
+def load_mirrors_file(path: Path) -> list[tuple[DeltaSource, CatalogLocation]]:
+    """The tables of a YAML file of component documents (the defs.yaml format), outside the package;
+    relative locations are relative to the file's folder."""
+    path = path.resolve()
+    out = []
+    for number, document in enumerate(yaml.safe_load_all(path.read_text()), start=1):
+        if document is None:
+            continue
+        if not isinstance(document, dict) or "type" not in document:
+            hint = (
+                " (the `sources:` list is the old format: write one document per table, "
+                f"`type: {COMPONENT_TYPE}` and its `attributes:`, separated by `---`)"
+                if isinstance(document, dict) and "sources" in document
+                else ""
+            )
+            raise MirrorConfigError(f"{path}: document {number} is not a component document{hint}")
+        if document["type"] != COMPONENT_TYPE:
+            raise MirrorConfigError(
+                f"{path}: document {number} has type {document['type']!r}, not {COMPONENT_TYPE}"
+            )
+        try:
+            mirror = DeltaMirrorComponent.resolve_from_dict(document.get("attributes") or {})
+            out.append((mirror.source(path.parent), mirror.catalog_location()))
+        except Exception as err:
+            raise MirrorConfigError(f"{path}: document {number}: {err}") from err
+    check_mirrors(out, str(path))
+    return out
