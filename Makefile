@@ -8,7 +8,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 JARS := .jars/.copied
 
-.PHONY: setup jars demo test test-long test-faults bench lint ui ui-test clean
+.PHONY: setup jars demo test test-long test-faults bench lint check-defs ci-checks ui ui-test clean
 
 setup: $(INSTALLED) $(JARS)
 
@@ -42,14 +42,24 @@ bench: setup
 test-faults: setup
 	$(BIN)/pytest -m faults
 
-lint: $(INSTALLED)
+lint: $(INSTALLED) check-defs
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 
-# The Dagster UI over the demo's instance (.dagster_home, written by `make demo`) and workspace.yaml.
+# The code location loads (component YAML and definitions), as dg sees it; no Spark is started.
+check-defs: $(INSTALLED)
+	env -u DAGSTER_HOME $(BIN)/dg check defs
+
+# The asset checks of the newest mirrored version of every table, against the configured catalog
+# (CI runs it after `make demo`); exits non-zero when a check fails. See dv_assets/defs/ci_checks.py.
+ci-checks: setup
+	$(BIN)/python -m dv_assets.defs.ci_checks
+
+# The Dagster UI (`dg dev`, the dg project of pyproject.toml) over the demo's instance (.dagster_home,
+# written by `make demo`).
 ui: setup
 	mkdir -p .dagster_home
-	DAGSTER_HOME=$(CURDIR)/.dagster_home $(BIN)/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	DAGSTER_HOME=$(CURDIR)/.dagster_home $(BIN)/dg dev --host 127.0.0.1 --port 3000
 
 # The UI in headless Chromium (also part of `make test`); screenshot in .screenshots/.
 ui-test: setup
