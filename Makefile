@@ -1,27 +1,50 @@
 # The README's two commands, `make demo` and `make test`, each do the whole set-up first:
-# a virtual environment in .venv/, the package with its dev extras, and the JVM jars in .jars/: the project's
-# own helper built by Maven from jvm/src and its dependencies from Maven Central.
+# a virtual environment in .venv/, the package with its dev extras at the versions requirements.lock pins,
+# and the JVM jars: the project's own helper built by Maven from jvm/src and its dependencies from Maven
+# Central, in .jars/ or the folder JARS_DIR (or DVMIRROR_JARS) names.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
-JARS := .jars/.copied
+LOCK := requirements.lock
+# Maven always writes .jars/ (jvm/pom.xml); another folder (`make jars JARS_DIR=/opt/dvmirror/jars`) gets a
+# copy, its *.jar replaced: Spark loads every jar in it. The targets below then run with DVMIRROR_JARS set.
+MAVEN_JARS := .jars
+JARS_DIR ?= $(or $(DVMIRROR_JARS),$(MAVEN_JARS))
+JARS := $(JARS_DIR)/.copied
+ifneq ($(abspath $(JARS_DIR)),$(abspath $(MAVEN_JARS)))
+export DVMIRROR_JARS := $(abspath $(JARS_DIR))
+endif
 
-.PHONY: setup jars demo test test-long test-faults bench lint ui ui-test clean
+.PHONY: setup jars lock lock-upgrade demo test test-long test-faults bench lint ui ui-test clean
 
 setup: $(INSTALLED) $(JARS)
 
-$(INSTALLED): pyproject.toml
+# The lock is a constraints file: the exact versions of everything pyproject.toml's ranges admit.
+$(INSTALLED): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev]'
 	touch $@
+
+# Regenerates requirements.lock from pyproject.toml, keeping every pin the ranges still admit;
+# `make lock-upgrade` moves every pin to the newest release in range. Commit the result.
+# One lock for every platform and Python >= 3.11 (--universal); the suite runs on Linux, Python 3.11.
+UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 \
+	--custom-compile-command 'make lock' --output-file $(LOCK) --quiet
+# Needs only uv (at the lock's own pin), not an installed environment: new ranges may conflict with the old lock.
+lock lock-upgrade:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -x $(BIN)/uv || $(BIN)/pip install --quiet -c $(LOCK) uv
+	$(UV_COMPILE) $(if $(filter lock-upgrade,$@),--upgrade)
 
 jars: $(JARS)
 $(JARS): jvm/pom.xml $(shell find jvm/src -name '*.java')
-	rm -rf .jars
+	rm -rf $(MAVEN_JARS)
 	cd jvm && mvn --batch-mode --quiet package dependency:copy-dependencies
+	if [ "$(abspath $(JARS_DIR))" != "$(abspath $(MAVEN_JARS))" ]; then \
+		mkdir -p "$(JARS_DIR)" && rm -f "$(JARS_DIR)"/*.jar && cp $(MAVEN_JARS)/*.jar "$(JARS_DIR)/"; fi
 	touch $@
 
 demo: setup
