@@ -7,8 +7,10 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 JARS := .jars/.copied
+JARS_S3 := .jars/s3/.copied
+REST_CATALOG := .jars/rest-catalog/.copied
 
-.PHONY: setup jars demo test test-long test-faults bench lint ui ui-test clean
+.PHONY: setup jars jars-s3 demo test test-long test-faults test-integration bench lint ui ui-test clean
 
 setup: $(INSTALLED) $(JARS)
 
@@ -20,15 +22,35 @@ $(INSTALLED): pyproject.toml
 
 jars: $(JARS)
 $(JARS): jvm/pom.xml $(shell find jvm/src -name '*.java')
-	rm -rf .jars
+	mkdir -p .jars && rm -f .jars/*.jar
 	cd jvm && mvn --batch-mode --quiet package dependency:copy-dependencies
+	touch $@
+
+# S3 for Spark (S3A + AWS SDK, Iceberg's AWS bundle; ~700 MB), in .jars/s3/: loaded only when needed.
+jars-s3: $(JARS_S3)
+$(JARS_S3): jvm/s3/pom.xml
+	rm -rf .jars/s3
+	cd jvm/s3 && mvn --batch-mode --quiet dependency:copy-dependencies
+	touch $@
+
+# Iceberg's REST catalog test server (integration tests only), in .jars/rest-catalog/.
+$(REST_CATALOG): jvm/rest-catalog/pom.xml
+	rm -rf .jars/rest-catalog
+	cd jvm/rest-catalog && mvn --batch-mode --quiet dependency:copy-dependencies
 	touch $@
 
 demo: setup
 	$(BIN)/python -m dv_assets.demo
 
 test: setup lint
-	$(BIN)/pytest -m "not slow and not faults"
+	$(BIN)/pytest -m "not slow and not faults and not integration"
+
+# Real servers started by the tests (tests/integration): Iceberg's REST catalog, PostgreSQL (Debian's
+# package, installed here when missing) as a JDBC catalog, and moto's S3 server on loopback.
+test-integration: setup $(JARS_S3) $(REST_CATALOG)
+	command -v pg_ctl >/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 \
+	  || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql)
+	$(BIN)/pytest -m integration tests/integration
 
 # Longer randomized DML histories; not part of `make test`.
 test-long: setup
