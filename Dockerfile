@@ -8,12 +8,16 @@
 # `grpc_server: {host: ..., port: 4000, location_name: dv_mirror}`); a Dagster+ agent supplies its own
 # command. `docker run dv-mirror dvmirror sync ...` runs the CLI instead.
 
-# --- the jars: Maven on JDK 17 (the same command as `make jars`) -----------------------------------------
+# --- the jars: Maven on JDK 17 (the same commands as `make jars` and `make jars-s3`) ----------------------
 FROM maven:3.9-eclipse-temurin-17 AS jars
+# S3 support for Spark (jvm/s3/pom.xml, ~700 MB) in /opt/dvmirror/jars/s3; `--build-arg S3_JARS=false`
+# leaves it out (a sync that needs S3 then says so).
+ARG S3_JARS=true
 WORKDIR /build
 COPY jvm/ jvm/
-# pom.xml writes the helper jar and its dependencies to ../.jars, i.e. /build/.jars.
-RUN cd jvm && mvn --batch-mode --quiet package dependency:copy-dependencies
+# jvm/pom.xml writes the helper jar and its dependencies to /build/.jars, jvm/s3/pom.xml to /build/.jars/s3.
+RUN cd jvm && mvn --batch-mode --quiet package dependency:copy-dependencies \
+    && if [ "$S3_JARS" = true ]; then cd s3 && mvn --batch-mode --quiet dependency:copy-dependencies; fi
 
 # --- the code location ----------------------------------------------------------------------------------
 # bookworm: Debian 12 packages OpenJDK 17 (its successor ships 21 only); Spark 4.1 runs on 17.

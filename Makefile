@@ -8,16 +8,21 @@ VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 LOCK := requirements.lock
-# Maven always writes .jars/ (jvm/pom.xml); another folder (`make jars JARS_DIR=/opt/dvmirror/jars`) gets a
-# copy, its *.jar replaced: Spark loads every jar in it. The targets below then run with DVMIRROR_JARS set.
+# Maven always writes .jars/ (jvm/pom.xml, jvm/s3/pom.xml into .jars/s3/); another folder
+# (`make jars JARS_DIR=/opt/dvmirror/jars`) gets a copy, its *.jar replaced (Spark loads every jar in it),
+# and `make jars-s3 JARS_DIR=…` fills its s3/. The targets below then run with DVMIRROR_JARS set to it.
 MAVEN_JARS := .jars
 JARS_DIR ?= $(or $(DVMIRROR_JARS),$(MAVEN_JARS))
 JARS := $(JARS_DIR)/.copied
+JARS_S3 := $(JARS_DIR)/s3/.copied
+REST_CATALOG := .jars/rest-catalog/.copied
 ifneq ($(abspath $(JARS_DIR)),$(abspath $(MAVEN_JARS)))
 export DVMIRROR_JARS := $(abspath $(JARS_DIR))
 endif
+COPY_JARS = if [ "$(abspath $(JARS_DIR))" != "$(abspath $(MAVEN_JARS))" ]; then \
+	mkdir -p "$(JARS_DIR)/$(1)" && rm -f "$(JARS_DIR)/$(1)"/*.jar && cp $(MAVEN_JARS)/$(1)/*.jar "$(JARS_DIR)/$(1)/"; fi
 
-.PHONY: setup jars lock lock-upgrade demo test test-long test-faults bench lint ui ui-test clean
+.PHONY: setup jars jars-s3 lock lock-upgrade demo test test-long test-faults test-integration bench lint ui ui-test clean
 
 setup: $(INSTALLED) $(JARS)
 
@@ -41,17 +46,37 @@ lock lock-upgrade:
 
 jars: $(JARS)
 $(JARS): jvm/pom.xml $(shell find jvm/src -name '*.java')
-	rm -rf $(MAVEN_JARS)
+	mkdir -p $(MAVEN_JARS) && rm -f $(MAVEN_JARS)/*.jar
 	cd jvm && mvn --batch-mode --quiet package dependency:copy-dependencies
-	if [ "$(abspath $(JARS_DIR))" != "$(abspath $(MAVEN_JARS))" ]; then \
-		mkdir -p "$(JARS_DIR)" && rm -f "$(JARS_DIR)"/*.jar && cp $(MAVEN_JARS)/*.jar "$(JARS_DIR)/"; fi
+	$(call COPY_JARS,.)
+	touch $@
+
+# S3 for Spark (S3A + AWS SDK, Iceberg's AWS bundle; ~700 MB), in .jars/s3/: loaded only when needed.
+jars-s3: $(JARS_S3)
+$(JARS_S3): jvm/s3/pom.xml
+	rm -rf $(MAVEN_JARS)/s3
+	cd jvm/s3 && mvn --batch-mode --quiet dependency:copy-dependencies
+	$(call COPY_JARS,s3)
+	touch $@
+
+# Iceberg's REST catalog test server (integration tests only), in .jars/rest-catalog/.
+$(REST_CATALOG): jvm/rest-catalog/pom.xml
+	rm -rf .jars/rest-catalog
+	cd jvm/rest-catalog && mvn --batch-mode --quiet dependency:copy-dependencies
 	touch $@
 
 demo: setup
 	$(BIN)/python -m dv_assets.demo
 
 test: setup lint
-	$(BIN)/pytest -m "not slow and not faults"
+	$(BIN)/pytest -m "not slow and not faults and not integration"
+
+# Real servers started by the tests (tests/integration): Iceberg's REST catalog, PostgreSQL (Debian's
+# package, installed here when missing) as a JDBC catalog, and moto's S3 server on loopback.
+test-integration: setup $(JARS_S3) $(REST_CATALOG)
+	command -v pg_ctl >/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 \
+	  || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql)
+	$(BIN)/pytest -m integration tests/integration
 
 # Longer randomized DML histories; not part of `make test`.
 test-long: setup

@@ -17,7 +17,7 @@ from dv_assets.defs.jobs import build_checks_job, build_mirror_job
 from dv_assets.defs.maintenance import build_cleanup_job
 from dv_assets.defs.sensors import build_compacted_deletes_sensor, build_delta_version_sensor
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.mirror.settings import CatalogLocation
+from dv_assets.mirror.settings import CatalogConfig
 from resources.spark import IcebergSparkResource
 
 
@@ -49,7 +49,7 @@ def build_source(source: DeltaSource) -> SourceDefinitions:
     )
 
 
-def build_definitions(sources: list[DeltaSource], catalog: CatalogLocation) -> dg.Definitions:
+def build_definitions(sources: list[DeltaSource], catalog: CatalogConfig) -> dg.Definitions:
     built = [build_source(s) for s in sources]
     cleanup_job = build_cleanup_job(sources)
     mirror_jobs = [b.mirror_job for b in built]

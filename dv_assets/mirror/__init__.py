@@ -20,7 +20,7 @@ from typing import Any
 
 _EXPORTS = {
     "MirrorSettings": "dv_assets.mirror.settings",
-    "CatalogLocation": "dv_assets.mirror.settings",
+    "CatalogConfig": "dv_assets.mirror.settings",
     "get_or_create_spark": "dv_assets.mirror.spark",
     "sync_table": "dv_assets.mirror.sync",
     "SyncResult": "dv_assets.mirror.sync",
