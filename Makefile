@@ -1,34 +1,83 @@
 # The README's two commands, `make demo` and `make test`, each do the whole set-up first:
-# a virtual environment in .venv/, the package with its dev extras, and the JVM jars in .jars/: the project's
-# own helper built by Maven from jvm/src and its dependencies from Maven Central.
+# a virtual environment in .venv/, the package with its dev extras at the versions requirements.lock pins,
+# and the JVM jars: the project's own helper built by Maven from jvm/src and its dependencies from Maven
+# Central, in .jars/ or the folder JARS_DIR (or DVMIRROR_JARS) names.
 SHELL := /bin/bash
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
-JARS := .jars/.copied
+LOCK := requirements.lock
+# Maven always writes .jars/ (jvm/pom.xml, jvm/s3/pom.xml into .jars/s3/); another folder
+# (`make jars JARS_DIR=/opt/dvmirror/jars`) gets a copy, its *.jar replaced (Spark loads every jar in it),
+# and `make jars-s3 JARS_DIR=…` fills its s3/. The targets below then run with DVMIRROR_JARS set to it.
+MAVEN_JARS := .jars
+JARS_DIR ?= $(or $(DVMIRROR_JARS),$(MAVEN_JARS))
+JARS := $(JARS_DIR)/.copied
+JARS_S3 := $(JARS_DIR)/s3/.copied
+REST_CATALOG := .jars/rest-catalog/.copied
+ifneq ($(abspath $(JARS_DIR)),$(abspath $(MAVEN_JARS)))
+export DVMIRROR_JARS := $(abspath $(JARS_DIR))
+endif
+COPY_JARS = if [ "$(abspath $(JARS_DIR))" != "$(abspath $(MAVEN_JARS))" ]; then \
+	mkdir -p "$(JARS_DIR)/$(1)" && rm -f "$(JARS_DIR)/$(1)"/*.jar && cp $(MAVEN_JARS)/$(1)/*.jar "$(JARS_DIR)/$(1)/"; fi
 
-.PHONY: setup jars demo test test-long test-faults bench lint check-defs ci-checks ui ui-test clean
+.PHONY: setup jars jars-s3 lock lock-upgrade demo test test-long test-faults test-integration bench lint check-defs \
+	ci-checks ui ui-test clean
 
 setup: $(INSTALLED) $(JARS)
 
-$(INSTALLED): pyproject.toml
+# The lock is a constraints file: the exact versions of everything pyproject.toml's ranges admit.
+$(INSTALLED): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev]'
 	touch $@
+
+# Regenerates requirements.lock from pyproject.toml, keeping every pin the ranges still admit;
+# `make lock-upgrade` moves every pin to the newest release in range. Commit the result.
+# One lock for every platform and Python >= 3.11 (--universal); the suite runs on Linux, Python 3.11.
+UV_COMPILE = $(BIN)/uv pip compile pyproject.toml --extra dev --universal --python-version 3.11 \
+	--custom-compile-command 'make lock' --output-file $(LOCK) --quiet
+# Needs only uv (at the lock's own pin), not an installed environment: new ranges may conflict with the old lock.
+lock lock-upgrade:
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	test -x $(BIN)/uv || $(BIN)/pip install --quiet -c $(LOCK) uv
+	$(UV_COMPILE) $(if $(filter lock-upgrade,$@),--upgrade)
 
 jars: $(JARS)
 $(JARS): jvm/pom.xml $(shell find jvm/src -name '*.java')
-	rm -rf .jars
+	mkdir -p $(MAVEN_JARS) && rm -f $(MAVEN_JARS)/*.jar
 	cd jvm && mvn --batch-mode --quiet package dependency:copy-dependencies
+	$(call COPY_JARS,.)
+	touch $@
+
+# S3 for Spark (S3A + AWS SDK, Iceberg's AWS bundle; ~700 MB), in .jars/s3/: loaded only when needed.
+jars-s3: $(JARS_S3)
+$(JARS_S3): jvm/s3/pom.xml
+	rm -rf $(MAVEN_JARS)/s3
+	cd jvm/s3 && mvn --batch-mode --quiet dependency:copy-dependencies
+	$(call COPY_JARS,s3)
+	touch $@
+
+# Iceberg's REST catalog test server (integration tests only), in .jars/rest-catalog/.
+$(REST_CATALOG): jvm/rest-catalog/pom.xml
+	rm -rf .jars/rest-catalog
+	cd jvm/rest-catalog && mvn --batch-mode --quiet dependency:copy-dependencies
 	touch $@
 
 demo: setup
 	$(BIN)/python -m dv_assets.demo
 
 test: setup lint
-	$(BIN)/pytest -m "not slow and not faults"
+	$(BIN)/pytest -m "not slow and not faults and not integration"
+
+# Real servers started by the tests (tests/integration): Iceberg's REST catalog, PostgreSQL (Debian's
+# package, installed here when missing) as a JDBC catalog, and moto's S3 server on loopback.
+test-integration: setup $(JARS_S3) $(REST_CATALOG)
+	command -v pg_ctl >/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 \
+	  || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql)
+	$(BIN)/pytest -m integration tests/integration
 
 # Longer randomized DML histories; not part of `make test`.
 test-long: setup

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.dv.codec import encode_blob, z85_encode
-from dv_assets.mirror.settings import CatalogLocation, MirrorSettings
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
 
@@ -330,7 +330,7 @@ def peak_memory(tmp: Path, dvs: int) -> Figure:
 
 
 def _memory_child(root: Path, dvs: int) -> None:
-    settings = MirrorSettings.resolve(catalog=CatalogLocation.under(root / "iceberg"))
+    settings = MirrorSettings.resolve(catalog=CatalogConfig.under(root / "iceberg"))
     spark = get_or_create_spark(settings)
     table = SyntheticTable(root / "delta", rows_per_file=100)
     v0 = table.create(dvs)
@@ -418,7 +418,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="dvmirror-bench-") as name:
         tmp = Path(name)
-        settings = MirrorSettings.resolve(catalog=CatalogLocation.under(tmp / "iceberg"))
+        settings = MirrorSettings.resolve(catalog=CatalogConfig.under(tmp / "iceberg"))
         spark = get_or_create_spark(settings)
         print(
             f"dv-mirror bench: {os.cpu_count()} cores; Spark {spark.version}, "

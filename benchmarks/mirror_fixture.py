@@ -15,7 +15,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from dv_assets.mirror.settings import CatalogLocation, MirrorSettings
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
 
@@ -35,7 +35,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="dvmirror-bench-") as tmp:
         started = time.monotonic()
-        spark = get_or_create_spark(MirrorSettings.resolve(catalog=CatalogLocation.under(tmp)))
+        spark = get_or_create_spark(MirrorSettings.resolve(catalog=CatalogConfig.under(tmp)))
         print(f"spark start-up: {time.monotonic() - started:.1f} s (not counted)")
         for run in range(args.repeat):
             began = time.monotonic()

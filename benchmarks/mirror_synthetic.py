@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from dv_assets.mirror.dv.codec import encode_blob, z85_encode
-from dv_assets.mirror.settings import CatalogLocation, MirrorSettings
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
 
@@ -135,7 +135,7 @@ def main() -> None:
         build(root, args.files, args.rows, args.versions, args.touched)
         print(f"built the Delta table ({args.versions + 1} versions) in {time.monotonic() - began:.1f} s")
         spark = get_or_create_spark(
-            MirrorSettings.resolve(catalog=CatalogLocation.under(Path(tmp) / "iceberg"))
+            MirrorSettings.resolve(catalog=CatalogConfig.under(Path(tmp) / "iceberg"))
         )
         began = time.monotonic()
         result = sync_table(spark, root, "bench.synthetic", format_version=args.format_version)

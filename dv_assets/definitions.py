@@ -38,7 +38,7 @@ def project_definitions(
     mirrors = tree.get_all_components(of_type=DeltaMirrorComponent)
     defs_folder = Path(str(defs_module.__file__)).parent
     check_mirrors(
-        [(m.source(defs_folder), m.catalog_location()) for m in mirrors], f"{defs_folder} (defs.yaml files)"
+        [(m.source(defs_folder), m.catalog_config()) for m in mirrors], f"{defs_folder} (defs.yaml files)"
     )
     return tree.build_defs()
 

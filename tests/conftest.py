@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from dv_assets.mirror.settings import CatalogLocation, MirrorSettings
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from tests.helpers.paths import DELTA_FIXTURES, REPO_ROOT
 
 
 @pytest.fixture(scope="session")
-def catalog(tmp_path_factory: pytest.TempPathFactory) -> CatalogLocation:
-    return CatalogLocation.under(tmp_path_factory.mktemp("iceberg"))
+def catalog(tmp_path_factory: pytest.TempPathFactory) -> CatalogConfig:
+    return CatalogConfig.under(tmp_path_factory.mktemp("iceberg"))
 
 
 @pytest.fixture(scope="session")
-def spark(catalog: CatalogLocation) -> Iterator:
+def spark(catalog: CatalogConfig) -> Iterator:
     session = get_or_create_spark(MirrorSettings.resolve(catalog=catalog, cwd=REPO_ROOT))
     yield session
     session.stop()

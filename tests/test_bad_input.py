@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from dv_assets.mirror.errors import MirrorInputError
-from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogLocation
+from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.paths import DELTA_FIXTURES, DVMIRROR, REPO_ROOT
 
@@ -74,12 +74,12 @@ CORRUPTIONS: dict[str, tuple[Callable[[Path], None], str]] = {
 }
 
 
-def _data_dir_files(catalog: CatalogLocation, table_name: str) -> set[str]:
-    data = catalog.warehouse.joinpath(*table_name.split(".")) / "data"
+def _data_dir_files(catalog: CatalogConfig, table_name: str) -> set[str]:
+    data = catalog.local_warehouse.joinpath(*table_name.split(".")) / "data"
     return {str(p) for p in data.rglob("*")} if data.exists() else set()
 
 
-def _state(catalog: CatalogLocation, table_name: str) -> tuple[int | None, str | None, int]:
+def _state(catalog: CatalogConfig, table_name: str) -> tuple[int | None, str | None, int]:
     """(current snapshot id, its Delta version, number of snapshots), as pyiceberg sees the table."""
     table = catalog.pyiceberg_catalog().load_table(table_name)
     snapshot = table.current_snapshot()
@@ -151,8 +151,8 @@ def _crash_before_commit(tmp: Path, table: Path, name: str, version: int) -> sub
     return _run(tmp, [*command, str(table), name, *catalog])
 
 
-def _cli_catalog(tmp: Path) -> CatalogLocation:
-    return CatalogLocation.under(tmp / "cli")
+def _cli_catalog(tmp: Path) -> CatalogConfig:
+    return CatalogConfig.under(tmp / "cli")
 
 
 def _one_error_line(proc: subprocess.CompletedProcess) -> str:

@@ -4,6 +4,7 @@ when one fails."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -21,7 +22,7 @@ CHECKS = ["metadata_row_count_matches", "one_dv_per_data_file", "row_count_match
 
 
 def tables_file(path, catalog, *sources) -> str:
-    properties = f"{{uri: '{catalog.sqlalchemy_uri}', warehouse: '{catalog.warehouse}'}}"
+    properties = json.dumps(dict(catalog.properties))  # JSON is YAML
     documents = [
         "type: dv_assets.components.DeltaMirrorComponent\n"
         f"attributes: {{name: {s.name}, delta_path: '{s.delta_path}', iceberg_table: {s.iceberg_table}, "

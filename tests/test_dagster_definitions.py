@@ -16,7 +16,7 @@ import yaml
 from dv_assets.components.delta_mirror import MirrorConfigError, load_mirrors_file
 from dv_assets.definitions import load_definitions, project_definitions
 from dv_assets.defs.factory import sources_of, spark_resource_of
-from dv_assets.mirror.settings import CatalogLocation, MirrorSettings
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -153,15 +153,17 @@ def test_tables_file_resolution_and_validation(tmp_path, monkeypatch) -> None:
         load_mirrors_file(bad)
 
     # Catalog properties (Iceberg's names); one catalog per code location, however it is spelled.
-    one = f"{{uri: 'jdbc:sqlite:{tmp_path}/c.db', warehouse: '{tmp_path}/wh'}}"
-    same = f"{{uri: 'sqlite:///{tmp_path}/c.db', warehouse: 'file://{tmp_path}/wh'}}"
-    other = f"{{uri: 'sqlite:///{tmp_path}/other.db', warehouse: '{tmp_path}/wh'}}"
+    one = f"{{type: jdbc, uri: 'jdbc:sqlite:{tmp_path}/c.db', warehouse: '{tmp_path}/wh'}}"
+    same = f"{{warehouse: '{tmp_path}/sub/../wh', uri: 'jdbc:sqlite:{tmp_path}/c.db', type: jdbc}}"
+    other = f"{{type: jdbc, uri: 'jdbc:sqlite:{tmp_path}/other.db', warehouse: '{tmp_path}/wh'}}"
     tables_file(
         bad,
         f"{{name: a, delta_path: t, iceberg_table: n.a, catalog: {one}}}",
         f"{{name: b, delta_path: u, iceberg_table: n.b, catalog: {same}}}",
     )
-    assert {c for _, c in load_mirrors_file(bad)} == {CatalogLocation(tmp_path / "c.db", tmp_path / "wh")}
+    assert [c for _, c in load_mirrors_file(bad)] == [
+        CatalogConfig.sqlite(tmp_path / "c.db", tmp_path / "wh")
+    ] * 2
     tables_file(
         bad,
         f"{{name: a, delta_path: t, iceberg_table: n.a, catalog: {one}}}",
@@ -190,7 +192,7 @@ def test_components_of_a_defs_folder_share_one_catalog(tmp_path, monkeypatch) ->
         tables_file(
             package / folder / "defs.yaml",
             f"{{name: {folder}, delta_path: t, iceberg_table: n.{folder}, "
-            f"catalog: {{uri: 'sqlite:///{tmp_path}/{catalog}', warehouse: '{tmp_path}/wh'}}}}",
+            f"catalog: {{type: jdbc, uri: 'jdbc:sqlite:{tmp_path}/{catalog}', warehouse: '{tmp_path}/wh'}}}}",
         )
     (package / "__init__.py").write_text("")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -209,7 +211,7 @@ def test_components_of_a_defs_folder_share_one_catalog(tmp_path, monkeypatch) ->
     tables_file(
         package / "second" / "defs.yaml",
         f"{{name: second, delta_path: t, iceberg_table: n.second, "
-        f"catalog: {{uri: 'sqlite:///{tmp_path}/elsewhere.db', warehouse: '{tmp_path}/wh'}}}}",
+        f"catalog: {{type: jdbc, uri: 'jdbc:sqlite:{tmp_path}/elsewhere.db', warehouse: '{tmp_path}/wh'}}}}",
     )
     with pytest.raises(MirrorConfigError, match=r"must share one Iceberg catalog.*elsewhere\.db.*: second"):
         project_definitions(mirror_project_defs, tmp_path)

@@ -13,7 +13,7 @@ from pyspark.sql import SparkSession
 
 from dv_assets.mirror.errors import EXIT_CONFLICT, MirrorConflictError
 from dv_assets.mirror.iceberg.java import CommitOutcome, CommitRequest, IcebergJava
-from dv_assets.mirror.settings import CatalogLocation
+from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.paths import DVMIRROR, REPO_ROOT, expected_rows
 from tests.helpers.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version
@@ -38,7 +38,7 @@ class RaceAt(IcebergJava):
         return super().commit(table_name, request)
 
 
-def _assert_exact(spark: SparkSession, catalog: CatalogLocation, name: str) -> None:
+def _assert_exact(spark: SparkSession, catalog: CatalogConfig, name: str) -> None:
     snapshots = snapshots_by_delta_version(catalog, name)
     assert sorted(snapshots) == list(range(16)), sorted(snapshots)
     for version, snapshot_id in snapshots.items():
@@ -66,7 +66,7 @@ def test_two_processes_racing_for_many_rounds(copy_fixture, tmp_path: Path, spar
     env = {k: v for k, v in os.environ.items() if not k.startswith("DVMIRROR_")}
     env["DVMIRROR_JARS"] = str(REPO_ROOT / ".jars")
     root = copy_fixture(PARTITIONED)
-    here = CatalogLocation(catalog.sqlite_path, catalog.warehouse)
+    here = CatalogConfig.sqlite(catalog.sqlite_path, catalog.warehouse)
     for round_ in range(ROUNDS):
         name = f"faults.processes_{round_}"
         command = [

@@ -231,6 +231,7 @@ def test_random_history_regressions(spark, catalog, tmp_path: Path, seed: int) -
         raise AssertionError(f"seed {seed}, statements:\n" + "\n".join(statements) + f"\n{err}") from err
 
 
+@pytest.mark.slow  # random histories are `make test-long`'s; make test keeps the regression seeds
 def test_random_histories(spark, catalog, tmp_path: Path) -> None:
     _random_histories(spark, catalog, tmp_path, count=3, ops=7, prefix="rnd")
 

@@ -3,20 +3,28 @@
 * `dv_assets.mirror` (the CLI, the sync entry point and every other engine module) imports in a fresh
   interpreter without importing Dagster;
 * a non-editable `pip install .` into a fresh virtual environment runs `dvmirror sync` and loads the
-  Dagster definitions from another directory, the jars found through `DVMIRROR_JARS`.
+  Dagster definitions from another directory, the jars found through `DVMIRROR_JARS`;
+* requirements.lock pins every dependency within pyproject.toml's ranges (`make lock` after a range change);
+* the deployment files (Dockerfile, dagster_cloud.yaml, the Dagster+ workflow) name the code location that
+  pyproject.toml declares.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 from pathlib import Path
 
 import pytest
+import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 
 from tests.helpers.paths import DELTA_FIXTURES, REPO_ROOT
 
@@ -147,3 +155,57 @@ def test_non_editable_install_runs_the_cli_and_loads_the_definitions_elsewhere(t
         timeout=300,
     )
     assert validated.returncode == 0, validated.stdout + validated.stderr
+
+
+def _locked_versions() -> dict[str, list[str]]:
+    """Package name -> the versions requirements.lock pins (one per environment-marker branch)."""
+    pins: dict[str, list[str]] = {}
+    for line in (REPO_ROOT / "requirements.lock").read_text().splitlines():
+        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)", line)
+        if match:
+            pins.setdefault(canonicalize_name(match[1]), []).append(match[2])
+    return pins
+
+
+def test_the_lock_pins_every_dependency_within_its_range() -> None:
+    project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
+    pins = _locked_versions()
+    declared = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["dev"]]
+    outside = {
+        str(req): pins.get(canonicalize_name(req.name))
+        for req in declared
+        if not pins.get(canonicalize_name(req.name))
+        or not all(req.specifier.contains(v) for v in pins[canonicalize_name(req.name)])
+    }
+    assert outside == {}, f"run `make lock`: {outside}"
+    # Extras resolve to packages: pyiceberg[sql-postgres] brings a binary psycopg2, moto[server] flask.
+    assert {"psycopg2-binary", "sqlalchemy", "flask"} <= set(pins)
+    # dagster-pyspark 0.29.N goes with dagster 1.13.N.
+    assert pins["dagster-pyspark"][0].split(".")[2] == pins["dagster"][0].split(".")[2]
+
+
+def test_the_deployment_files_name_the_code_location_of_pyproject() -> None:
+    dagster = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["tool"]["dagster"]
+    module, location = dagster["module_name"], dagster["code_location_name"]
+    [cloud] = yaml.safe_load((REPO_ROOT / "dagster_cloud.yaml").read_text())["locations"]
+    assert (cloud["location_name"], cloud["code_source"]["module_name"]) == (location, module)
+    assert cloud["build"]["directory"] == "."
+    dockerfile = (REPO_ROOT / "Dockerfile").read_text()
+    [cmd] = [line for line in dockerfile.splitlines() if line.startswith("CMD ")]
+    assert json.loads(cmd[len("CMD ") :]) == [
+        "dagster",
+        "code-server",
+        "start",
+        "-h",
+        "0.0.0.0",
+        "-p",
+        "4000",
+        "-m",
+        module,
+        "--location-name",
+        location,
+    ]
+    assert "-c /tmp/dvmirror/requirements.lock /tmp/dvmirror" in dockerfile
+    assert "DVMIRROR_JARS=/opt/dvmirror/jars" in dockerfile
+    workflow = (REPO_ROOT / ".github" / "workflows" / "dagster-plus-deploy.yml").read_text()
+    assert f"--location-name={location}" in workflow

@@ -28,7 +28,7 @@ from dv_assets.mirror.iceberg.java import CommitOutcome, CommitRequest, IcebergJ
 from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.maintenance import Retention
 from dv_assets.mirror.io import FileIO
-from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogLocation
+from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import hash_tree
 from tests.helpers.paths import DVMIRROR, REPO_ROOT, expected_rows
@@ -46,7 +46,7 @@ SMALL = "table-with-dv-small"  # v0: 10 rows; v1: a DV deletes 2
 PARTITIONED = "dv-partitioned-with-checkpoint"  # 16 versions, a checkpoint at 10
 
 
-def _assert_exact(spark: SparkSession, catalog: CatalogLocation, name: str, fixture: str) -> None:
+def _assert_exact(spark: SparkSession, catalog: CatalogConfig, name: str, fixture: str) -> None:
     """Every mirrored version equals the fixture's expected rows, through Iceberg Java and pyiceberg."""
     for version, snapshot_id in snapshots_by_delta_version(catalog, name).items():
         expected = sorted_rows(expected_rows(fixture, version))
@@ -307,6 +307,7 @@ class FailAfterWrites(FileIO):
     """Storage that fails the sync (as a crash would stop it) after `writes` delete files exist."""
 
     def __init__(self, writes: int) -> None:
+        super().__init__()
         self.writes = writes
 
     def _count(self) -> None:
@@ -567,7 +568,7 @@ def test_ownership_is_one_spelling_and_orphans_have_a_minimum_age() -> None:
         Retention(orphan_min_age_hours=0)
 
 
-def _cli(tmp: Path, catalog: CatalogLocation, root: Path, table: str) -> subprocess.CompletedProcess:
+def _cli(tmp: Path, catalog: CatalogConfig, root: Path, table: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DVMIRROR_")}
     env["DVMIRROR_JARS"] = str(REPO_ROOT / ".jars")
     command = [str(DVMIRROR), "sync", str(root), "--table", table, "--catalog-uri", catalog.sqlalchemy_uri]

@@ -32,13 +32,13 @@ FIXTURE = "dv-partitioned-with-checkpoint"
 
 SYNC_ON_THE_CLUSTER = """
 import json, sys
-from dv_assets.mirror.settings import CatalogLocation, MirrorSettings
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.readers import pyiceberg_rows, iceberg_java_rows, snapshots_by_delta_version
 
 master, delta, catalog_root = sys.argv[1:]
-catalog = CatalogLocation.under(catalog_root)
+catalog = CatalogConfig.under(catalog_root)
 overrides = {"spark.master": master, "spark.executor.memory": "512m", "spark.cores.max": "1"}
 spark = get_or_create_spark(MirrorSettings.resolve(catalog=catalog), overrides)
 result = sync_table(spark, delta, "cluster.t", executor_threshold=1)

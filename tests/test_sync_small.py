@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pyiceberg.table.puffin import PuffinFile
 
-from dv_assets.mirror.settings import CatalogLocation
+from dv_assets.mirror.settings import CatalogConfig
 from tests.helpers.paths import DVMIRROR, REPO_ROOT, expected_rows
 from tests.helpers.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version
 from tests.helpers.rows import sorted_rows
@@ -35,7 +35,7 @@ def cli_mirror(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("cli")
     delta = root / TABLE
     shutil.copytree(DELTA_FIXTURES / TABLE, delta)
-    catalog = CatalogLocation(root / "catalog.db", root / "wh")
+    catalog = CatalogConfig.sqlite(root / "catalog.db", root / "wh")
     args = ["sync", str(delta), "--table", "fx.t", "--catalog-uri", catalog.sqlalchemy_uri]
     first = run_cli(*args, "--warehouse", str(catalog.warehouse), "--json", cwd=root)
     assert first.returncode == 0, first.stderr
@@ -68,7 +68,7 @@ def test_data_files_are_referenced_in_place(cli_mirror) -> None:
     table = catalog.pyiceberg_catalog().load_table("fx.t")
     data_files = [task.file.file_path for task in table.scan().plan_files()]
     assert data_files == [str(delta / "part-00000-fae5310a-a37d-4e51-827b-c3d5516560ca-c000.snappy.parquet")]
-    assert not list(catalog.warehouse.rglob("*.parquet"))  # nothing copied into the warehouse
+    assert not list(catalog.local_warehouse.rglob("*.parquet"))  # nothing copied into the warehouse
 
 
 def test_puffin_blob_is_byte_identical_to_the_delta_dv(cli_mirror) -> None:

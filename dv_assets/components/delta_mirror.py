@@ -11,8 +11,9 @@ attributes:
   retention: {retain_last: 10, max_snapshot_age_hours: 168, orphan_min_age_hours: 24}
   allowed_roots: []                 # folders outside delta_path the log may name (shallow clones)
   catalog:                          # Iceberg catalog properties (Iceberg Java's names); omit: the
-    uri: sqlite:////data/catalog.db #   environment's (DVMIRROR_CATALOG_URI / _WAREHOUSE) or ./.dvmirror
-    warehouse: /data/warehouse
+    type: rest                      #   environment's (DVMIRROR_CONFIG, DVMIRROR_CATALOG_URI /
+    uri: http://iceberg-rest:8181   #   DVMIRROR_WAREHOUSE) or ./.dvmirror
+    warehouse: s3://bucket/warehouse
 ---
 type: dv_assets.components.DeltaMirrorComponent
 attributes: ...                     # the next table
@@ -41,7 +42,7 @@ from pydantic import Field
 from dv_assets.defs.factory import build_source_definitions
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror.iceberg.maintenance import Retention
-from dv_assets.mirror.settings import CatalogLocation, MirrorSettings
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 
 COMPONENT_TYPE = "dv_assets.components.DeltaMirrorComponent"
 
@@ -83,8 +84,9 @@ class DeltaMirrorComponent(dg.Component, dg.Model, dg.Resolvable):
     )
     catalog: dict[str, str] | None = Field(
         default=None,
-        description="Iceberg catalog properties (uri, warehouse, ...); all tables of a code location share "
-        "one catalog; omitted: the environment's (DVMIRROR_CATALOG_URI / DVMIRROR_WAREHOUSE, ./.dvmirror)",
+        description="Iceberg catalog properties as Iceberg names them (type or catalog-impl, uri, warehouse, "
+        "io-impl, s3.*); all tables of a code location share one catalog; omitted: the environment's "
+        "(DVMIRROR_CONFIG, DVMIRROR_CATALOG_URI / DVMIRROR_WAREHOUSE, ./.dvmirror)",
     )
 
     def source(self, base: Path) -> DeltaSource:
@@ -105,34 +107,22 @@ class DeltaMirrorComponent(dg.Component, dg.Model, dg.Resolvable):
             allowed_roots=[beside(r) for r in self.allowed_roots],
         )
 
-    def catalog_location(self) -> CatalogLocation:
-        """The catalog the properties name, or the environment's default."""
+    def catalog_config(self) -> CatalogConfig:
+        """The catalog the properties name, or the environment's (DVMIRROR_CONFIG, DVMIRROR_CATALOG_URI /
+        DVMIRROR_WAREHOUSE, ./.dvmirror)."""
         if not self.catalog:
             return MirrorSettings.resolve().catalog
-        return catalog_from_properties(self.catalog)
+        return CatalogConfig.from_properties(self.catalog)
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
-        return build_source_definitions(self.source(context.path), self.catalog_location())
-
-
-def catalog_from_properties(properties: dict[str, str]) -> CatalogLocation:
-    """The catalog named by Iceberg catalog properties. Today the sqlite catalog: `uri` (sqlite:///PATH or
-    jdbc:sqlite:PATH) and `warehouse`."""
-    uri, warehouse = properties.get("uri"), properties.get("warehouse")
-    if not uri or not warehouse:
-        raise ValueError(f"catalog properties need `uri` and `warehouse`, got {sorted(properties)}")
-    if uri.startswith("jdbc:sqlite:"):
-        uri = "sqlite:///" + uri.removeprefix("jdbc:sqlite:").lstrip("/")
-    return CatalogLocation.from_uri(uri, warehouse.removeprefix("file://"))
+        return build_source_definitions(self.source(context.path), self.catalog_config())
 
 
 class MirrorConfigError(ValueError):
     """The mirrored tables of a code location do not fit together."""
 
 
-def check_mirrors(
-    mirrors: Sequence[tuple[DeltaSource, CatalogLocation]], where: str
-) -> CatalogLocation | None:
+def check_mirrors(mirrors: Sequence[tuple[DeltaSource, CatalogConfig]], where: str) -> CatalogConfig | None:
     """Refuse tables that cannot share one code location: duplicate names or Iceberg tables, and more than
     one catalog (a process holds one Spark session, whose `dvmirror` catalog is one catalog). The shared
     catalog, None without tables."""
@@ -144,21 +134,23 @@ def check_mirrors(
     twice = sorted({t for t in tables if tables.count(t) > 1})
     if twice:
         raise MirrorConfigError(f"{where}: two tables mirror into the same Iceberg table {twice}")
-    catalogs = {c for _, c in mirrors}
+    catalogs: list[CatalogConfig] = []
+    for _, catalog in mirrors:
+        if catalog not in catalogs:
+            catalogs.append(catalog)
     if len(catalogs) > 1:
         by_catalog = "; ".join(
-            f"{c.sqlalchemy_uri} (warehouse {c.warehouse}): {', '.join(s.name for s, k in mirrors if k == c)}"
-            for c in sorted(catalogs, key=lambda c: c.sqlalchemy_uri)
+            f"{c.describe()}: {', '.join(s.name for s, k in mirrors if k == c)}" for c in catalogs
         )
         raise MirrorConfigError(
             f"{where}: all tables of a code location must share one Iceberg catalog (one Spark session per "
             f"process); found {len(catalogs)}: {by_catalog}. Give every table the same `catalog`, or put "
             "the tables of another catalog in a code location of their own."
         )
-    return next(iter(catalogs), None)
+    return catalogs[0] if catalogs else None
 
 
-def load_mirrors_file(path: Path) -> list[tuple[DeltaSource, CatalogLocation]]:
+def load_mirrors_file(path: Path) -> list[tuple[DeltaSource, CatalogConfig]]:
     """The tables of a YAML file of component documents (the defs.yaml format), outside the package;
     relative locations are relative to the file's folder."""
     path = path.resolve()
@@ -180,7 +172,7 @@ def load_mirrors_file(path: Path) -> list[tuple[DeltaSource, CatalogLocation]]:
             )
         try:
             mirror = DeltaMirrorComponent.resolve_from_dict(document.get("attributes") or {})
-            out.append((mirror.source(path.parent), mirror.catalog_location()))
+            out.append((mirror.source(path.parent), mirror.catalog_config()))
         except Exception as err:
             raise MirrorConfigError(f"{path}: document {number}: {err}") from err
     check_mirrors(out, str(path))

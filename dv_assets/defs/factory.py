@@ -24,7 +24,7 @@ from dv_assets.defs.jobs import build_checks_job, build_mirror_job
 from dv_assets.defs.maintenance import build_cleanup_job
 from dv_assets.defs.sensors import build_compacted_deletes_sensor, build_delta_version_sensor
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.mirror.settings import CatalogLocation
+from dv_assets.mirror.settings import CatalogConfig
 from resources.spark import IcebergSparkResource
 
 SOURCE_METADATA_PREFIX = "dvmirror/table/"
@@ -58,14 +58,18 @@ def build_source(source: DeltaSource) -> SourceDefinitions:
     )
 
 
-@cache
-def spark_resource(catalog: CatalogLocation) -> IcebergSparkResource:
+def spark_resource(catalog: CatalogConfig) -> IcebergSparkResource:
     """One resource object per catalog: `dg.Definitions.merge` accepts a resource key from several
     definitions only when it is the same object."""
-    return IcebergSparkResource.for_catalog(catalog)
+    return _spark_resource(tuple(catalog.properties.items()))
 
 
-def build_source_definitions(source: DeltaSource, catalog: CatalogLocation) -> dg.Definitions:
+@cache
+def _spark_resource(properties: tuple[tuple[str, str], ...]) -> IcebergSparkResource:
+    return IcebergSparkResource.for_catalog(CatalogConfig(dict(properties)))
+
+
+def build_source_definitions(source: DeltaSource, catalog: CatalogConfig) -> dg.Definitions:
     """Everything of one source: both assets, the checks, `mirror_<name>`, `checks_<name>`,
     `cleanup_<name>`, `delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`."""
     built = build_source(source)
@@ -105,7 +109,7 @@ def spark_resource_of(defs: dg.Definitions) -> IcebergSparkResource:
     return resource
 
 
-def build_definitions(sources: list[DeltaSource], catalog: CatalogLocation) -> dg.Definitions:
+def build_definitions(sources: list[DeltaSource], catalog: CatalogConfig) -> dg.Definitions:
     return (
         dg.Definitions.merge(*(build_source_definitions(s, catalog) for s in sources))
         if sources

@@ -35,7 +35,7 @@ from dv_assets.mirror.delta.facts import drops_dv_files
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.iceberg.snapshots import last_mirrored_version
-from dv_assets.mirror.settings import CatalogLocation
+from dv_assets.mirror.settings import CatalogConfig
 
 
 def _cursor(context: dg.SensorEvaluationContext) -> dict[str, int]:
@@ -107,7 +107,7 @@ def build_delta_version_sensor(
 
 def build_compacted_deletes_sensor(
     sources: list[DeltaSource],
-    catalog: CatalogLocation,
+    catalog: CatalogConfig,
     cleanup_job: dg.JobDefinition,
     name: str = "compacted_deletes_sensor",
 ) -> dg.SensorDefinition:
@@ -137,7 +137,7 @@ def build_compacted_deletes_sensor(
 
 
 def _cleanup_request(
-    source: DeltaSource, cursor: dict[str, int], catalog: CatalogLocation, job_name: str
+    source: DeltaSource, cursor: dict[str, int], catalog: CatalogConfig, job_name: str
 ) -> dg.RunRequest | None:
     """A cleanup run for the source when the versions mirrored since the cursor dropped DVs the mirror
     copied (their delete files become garbage once the snapshots referencing them expire)."""

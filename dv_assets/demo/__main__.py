@@ -105,7 +105,7 @@ def main() -> int:
         f"dv-mirror demo: Delta {demo.delta_path} -> Iceberg {demo.iceberg_table} "
         f"(format v{demo.format_version})"
     )
-    say(f"  catalog {catalog.sqlite_path}, warehouse {catalog.warehouse}, Dagster home {DAGSTER_HOME}")
+    say(f"  {catalog.describe()}, Dagster home {DAGSTER_HOME}")
 
     say("[1/6] starting Spark (Delta + Iceberg) and resetting the demo's state")
     spark = get_or_create_spark(settings)

@@ -5,7 +5,7 @@ Usable from a plain Python program or a Spark job:
 ```python
 from dv_assets.mirror import MirrorSettings, get_or_create_spark, sync_table
 
-settings = MirrorSettings.resolve(catalog_uri="sqlite:////data/catalog.db", warehouse="/data/warehouse")
+settings = MirrorSettings.resolve(catalog_properties={"type": "rest", "uri": "http://127.0.0.1:8181"})
 result = sync_table(get_or_create_spark(settings), "/data/delta/events", "ns.events")
 ```
 
@@ -20,7 +20,7 @@ from typing import Any
 
 _EXPORTS = {
     "MirrorSettings": "dv_assets.mirror.settings",
-    "CatalogLocation": "dv_assets.mirror.settings",
+    "CatalogConfig": "dv_assets.mirror.settings",
     "get_or_create_spark": "dv_assets.mirror.spark",
     "sync_table": "dv_assets.mirror.sync",
     "SyncResult": "dv_assets.mirror.sync",

@@ -1,10 +1,16 @@
 """`dvmirror`: mirror a Delta table with deletion vectors into Iceberg from the command line.
 
     dvmirror sync DELTA_TABLE_PATH --table NAMESPACE.NAME [--catalog-uri sqlite:///PATH/catalog.db]
-        [--warehouse PATH] [--format-version 3|2] [--until-version N] [--allow-root PATH ...] [--json]
+        [--catalog-property KEY=VALUE ...] [--config FILE] [--warehouse PATH|URI]
+        [--format-version 3|2] [--until-version N] [--allow-root PATH ...] [--json]
 
-Defaults and environment variables: `dv_assets.mirror.settings`. Set DVMIRROR_DEBUG=1 to see the
-traceback of an internal error.
+The catalog: Iceberg's own catalog properties, e.g. `--catalog-property type=rest --catalog-property
+uri=http://127.0.0.1:8181 --catalog-property warehouse=s3://bucket/wh --catalog-property
+s3.endpoint=http://127.0.0.1:9000`, or the same keys under `catalog:` in a YAML file (--config FILE or
+DVMIRROR_CONFIG; flags override it). Default: the embedded sqlite catalog ./.dvmirror/catalog.db.
+The Delta table may be a local path or an s3:// / s3a:// URI (the catalog's s3.* properties or the AWS
+environment give the endpoint and credentials). Every setting and variable: `dv_assets.mirror.settings`.
+Set DVMIRROR_DEBUG=1 to see the traceback of an internal error.
 
 Exit codes: 0 done (also when there was nothing new), 2 bad input (one line on stderr naming the table,
 the version, the file and the reason; the mirror stays at its last good version), 3 internal error,
@@ -30,7 +36,7 @@ from dv_assets.mirror.errors import (
     MirrorConflictError,
     MirrorInputError,
 )
-from dv_assets.mirror.settings import MirrorSettings
+from dv_assets.mirror.settings import MirrorSettings, parse_property
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -45,7 +51,16 @@ def _parser() -> argparse.ArgumentParser:
     sync.add_argument("delta_table", help="path of the Delta table (the folder holding _delta_log)")
     sync.add_argument("--table", required=True, help="Iceberg table, NAMESPACE.NAME")
     sync.add_argument("--catalog-uri", help="sqlite:///PATH/catalog.db (default: ./.dvmirror/catalog.db)")
-    sync.add_argument("--warehouse", help="Iceberg warehouse folder (default: ./.dvmirror/warehouse)")
+    sync.add_argument(
+        "--catalog-property",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an Iceberg catalog property (type, catalog-impl, uri, warehouse, io-impl, s3.endpoint, …); "
+        "repeatable",
+    )
+    sync.add_argument("--config", help="YAML file with a `catalog:` map of catalog properties")
+    sync.add_argument("--warehouse", help="Iceberg warehouse folder or URI (default: ./.dvmirror/warehouse)")
     sync.add_argument(
         "--format-version",
         type=int,
@@ -101,7 +116,13 @@ def main(argv: list[str] | None = None) -> int:
         reason = f"table {args.delta_table}: no _delta_log folder: not a Delta table"
         return _fail(args, EXIT_BAD_INPUT, reason, mirrored, None)
     try:
-        settings = MirrorSettings.resolve(catalog_uri=args.catalog_uri, warehouse=args.warehouse)
+        settings = MirrorSettings.resolve(
+            catalog_uri=args.catalog_uri,
+            catalog_properties=dict(parse_property(p) for p in args.catalog_property),
+            config_file=args.config,
+            warehouse=args.warehouse,
+            s3=args.delta_table.startswith(("s3://", "s3a://", "s3n://")),
+        )
     except ValueError as err:
         return _fail(args, EXIT_BAD_INPUT, str(err), mirrored, None)
     try:

@@ -3,13 +3,18 @@
 (s3://, gs://, abfs://, hdfs://).
 
 Locations stay strings end to end: a plain absolute path for local files (used verbatim as Iceberg file
-paths), a URI otherwise. Tests inject faults by subclassing `FileIO`, never through the production path.
+paths), a URI otherwise. S3 (`s3://`, and Hadoop's `s3a://`/`s3n://` spellings of the same objects) is
+configured by Iceberg's catalog properties (`s3.endpoint`, `s3.access-key-id`, `s3.secret-access-key`,
+`s3.session-token`, `client.region`/`s3.region`, `s3.path-style-access`), the same keys Iceberg Java and
+pyiceberg read; what they leave unset comes from the AWS environment. Tests inject faults by subclassing
+`FileIO`, never through the production path.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -31,10 +36,46 @@ class FileInfo:
 
 
 _LOCAL = pafs.LocalFileSystem()
+_S3_SCHEMES = ("s3", "s3a", "s3n")
+
+
+def s3_filesystem(properties: Mapping[str, str]) -> pafs.S3FileSystem:
+    """pyarrow's S3 file system configured by Iceberg's S3 properties (the environment for the rest)."""
+    options: dict[str, Any] = {}
+    endpoint = properties.get("s3.endpoint")
+    if endpoint:
+        parsed = urlparse(endpoint)
+        options["endpoint_override"] = parsed.netloc or endpoint
+        if parsed.scheme:
+            options["scheme"] = parsed.scheme
+    for key, option in (
+        ("s3.access-key-id", "access_key"),
+        ("s3.secret-access-key", "secret_key"),
+        ("s3.session-token", "session_token"),
+    ):
+        if properties.get(key):
+            options[option] = properties[key]
+    region = properties.get("s3.region") or properties.get("client.region") or os.environ.get("AWS_REGION")
+    if region:
+        options["region"] = region
+    if properties.get("s3.path-style-access", "").lower() == "false" and endpoint:
+        options["force_virtual_addressing"] = True
+    return pafs.S3FileSystem(**options)
 
 
 class FileIO:
-    """Storage access by location. Stateless; one instance may be shared by threads."""
+    """Storage access by location. Holds only its properties (so it pickles into Spark tasks); one
+    instance may be shared by threads."""
+
+    def __init__(self, properties: Mapping[str, str] | None = None) -> None:
+        self.properties = dict(properties or {})
+        self._s3: pafs.S3FileSystem | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"properties": self.properties}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["properties"])
 
     def resolve(self, location: str) -> tuple[pafs.FileSystem, str]:
         """The pyarrow file system of `location` and the path within it."""
@@ -45,6 +86,10 @@ class FileIO:
             return _LOCAL, unquote(parsed.path)
         if not parsed.scheme or len(parsed.scheme) == 1:  # a plain path (or a Windows drive letter)
             return _LOCAL, location
+        if parsed.scheme in _S3_SCHEMES:
+            if self._s3 is None:
+                self._s3 = s3_filesystem(self.properties)
+            return self._s3, f"{parsed.netloc}{parsed.path}"
         return pafs.FileSystem.from_uri(location)
 
     # -- reading ---------------------------------------------------------------------------------------

@@ -1,31 +1,58 @@
 """The mirror's configuration: one object, built from explicit values (CLI flags, a Dagster resource's
-fields) over the environment over defaults. This module is the only reader of `DVMIRROR_*` variables.
+fields) over a configuration file over the environment over defaults. This module is the only reader of
+`DVMIRROR_*` variables.
+
+The Iceberg catalog is one property map in Iceberg's own property names (`type` or `catalog-impl`,
+`uri`, `warehouse`, `io-impl`, `s3.endpoint`, …): Iceberg Java gets it as `spark.sql.catalog.dvmirror.*`,
+pyiceberg through `load_catalog` (`CatalogConfig.pyiceberg_properties` translates the few names that
+differ), and the `s3.*` keys also configure the mirror's own storage access and Spark's S3A (the Delta
+side). Credentials are best left to the environment (`AWS_ACCESS_KEY_ID`, …), which every engine reads.
 
 Defaults are relative to the working directory, never to the source tree, so an installed package
 behaves like a checkout run from the same folder:
 
-| setting        | variable                        | default                          |
-|----------------|---------------------------------|----------------------------------|
-| catalog        | `DVMIRROR_CATALOG_URI`          | `sqlite:///<cwd>/.dvmirror/catalog.db` |
-| warehouse      | `DVMIRROR_WAREHOUSE`            | `<cwd>/.dvmirror/warehouse`      |
-| jars folder    | `DVMIRROR_JARS`                 | `<cwd>/.jars` (`make jars`)      |
-| Maven packages | `DVMIRROR_SPARK_PACKAGES=1`     | off: jars from the folder        |
-| Spark master   | `DVMIRROR_SPARK_MASTER`         | `local[2]`                       |
-| driver memory  | `DVMIRROR_SPARK_DRIVER_MEMORY`  | `3g`                             |
-| sources file   | `DVMIRROR_SOURCES`              | `<cwd>/sources.yaml` (Dagster)   |
-| Spark-task DVs | `DVMIRROR_EXECUTOR_DVS`         | 1000 DVs in a version (`off`: driver) |
-| tracebacks     | `DVMIRROR_DEBUG=1`              | off                              |
+| setting | flag / file key | variable | default |
+| --- | --- | --- | --- |
+| catalog properties | `--catalog-property K=V`; `catalog:` | — | the sqlite catalog |
+| sqlite catalog | `--catalog-uri sqlite:///PATH` | `DVMIRROR_CATALOG_URI` | `.dvmirror/catalog.db` |
+| warehouse | `--warehouse`; `catalog.warehouse` | `DVMIRROR_WAREHOUSE` | `.dvmirror/warehouse` |
+| configuration file | `--config FILE` | `DVMIRROR_CONFIG` | none |
+| jars folder | — | `DVMIRROR_JARS` | `.jars` (`make jars`) |
+| Maven packages | — | `DVMIRROR_SPARK_PACKAGES=1` | off: jars folder |
+| S3 jars in Spark | on for an `s3://`/`s3a://` Delta | `DVMIRROR_S3=1` | on if the catalog uses S3 |
+| Spark master | — | `DVMIRROR_SPARK_MASTER` | `local[2]` |
+| driver memory | — | `DVMIRROR_SPARK_DRIVER_MEMORY` | `3g` |
+| sources file | — | `DVMIRROR_SOURCES` | `sources.yaml` (Dagster) |
+| Spark-task DVs | — | `DVMIRROR_EXECUTOR_DVS` | 1000 DVs (`off`: driver) |
+| tracebacks | — | `DVMIRROR_DEBUG=1` | off |
+
+The configuration file is YAML; `${VAR}` in a value is replaced by the environment variable VAR (an
+unset one is an error), so secrets need not be written into it:
+
+```yaml
+catalog:
+  type: rest
+  uri: http://127.0.0.1:8181
+  warehouse: s3://bucket/warehouse
+  s3.endpoint: http://127.0.0.1:9000
+  s3.path-style-access: "true"
+  s3.secret-access-key: ${S3_SECRET}
+```
 """
 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote, urlsplit
 
 CATALOG_URI_ENV = "DVMIRROR_CATALOG_URI"
 WAREHOUSE_ENV = "DVMIRROR_WAREHOUSE"
+CONFIG_ENV = "DVMIRROR_CONFIG"
 JARS_ENV = "DVMIRROR_JARS"
 SPARK_PACKAGES_ENV = "DVMIRROR_SPARK_PACKAGES"
 SPARK_MASTER_ENV = "DVMIRROR_SPARK_MASTER"
@@ -34,62 +61,240 @@ SOURCES_ENV = "DVMIRROR_SOURCES"
 EXECUTOR_DVS_ENV = "DVMIRROR_EXECUTOR_DVS"
 DEFAULT_EXECUTOR_DVS = 1000
 DEBUG_ENV = "DVMIRROR_DEBUG"
+S3_ENV = "DVMIRROR_S3"
 
 STATE_DIR = ".dvmirror"
 JARS_DIR = ".jars"
 SOURCES_FILE = "sources.yaml"
 ICEBERG_CATALOG_NAME = "dvmirror"
 
+# Iceberg Java's catalog types and implementations, and pyiceberg's name for each.
+_JAVA_IMPLS = {
+    "jdbc": "org.apache.iceberg.jdbc.JdbcCatalog",
+    "rest": "org.apache.iceberg.rest.RESTCatalog",
+    "hive": "org.apache.iceberg.hive.HiveCatalog",
+    "glue": "org.apache.iceberg.aws.glue.GlueCatalog",
+    "hadoop": "org.apache.iceberg.hadoop.HadoopCatalog",
+    "nessie": "org.apache.iceberg.nessie.NessieCatalog",
+}
+_PYICEBERG_TYPES = {"jdbc": "sql", "rest": "rest", "hive": "hive", "glue": "glue"}
+# Properties that only Iceberg Java understands (pyiceberg would misread or ignore them).
+_JAVA_ONLY = ("catalog-impl", "io-impl", "cache-enabled", "cache.expiration-interval-ms")
+# Keys whose values are never shown in messages.
+_SECRET = re.compile(r"(secret|password|token|credential|key-id|\.key$)", re.IGNORECASE)
+_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _is_uri(location: str) -> bool:
+    return bool(re.match(r"^[A-Za-z][A-Za-z0-9+.-]+:", location))
+
+
+def normalize_warehouse(warehouse: str | Path) -> str:
+    """A local warehouse as an absolute path (relative ones against the working directory); a URI as is.
+
+    A URI is never passed through `Path`, which would turn `s3://b/wh` into `s3:/b/wh`.
+    """
+    text = os.fspath(warehouse)
+    if _is_uri(text):
+        return text.rstrip("/")
+    return str(Path(text).resolve())
+
 
 @dataclass(frozen=True)
-class CatalogLocation:
-    """The Iceberg catalog: a sqlite file (JDBC for Java, SQLAlchemy for pyiceberg) and a warehouse."""
+class CatalogConfig:
+    """The Iceberg catalog: Iceberg Java's catalog properties, one map for every engine of the mirror."""
 
-    sqlite_path: Path
-    warehouse: Path
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        props = {str(k): str(v) for k, v in self.properties.items()}
+        if "type" not in props and "catalog-impl" not in props:
+            raise ValueError(
+                "catalog properties need `type` (jdbc, rest, hive, glue, …) or `catalog-impl`, got "
+                f"{sorted(props)}"
+            )
+        if props.get("warehouse"):
+            props["warehouse"] = normalize_warehouse(props["warehouse"])
+        object.__setattr__(self, "properties", dict(sorted(props.items())))
+
+    # -- construction --------------------------------------------------------------------------------
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, Any]) -> CatalogConfig:
+        return cls(properties)
 
     @classmethod
-    def from_uri(cls, catalog_uri: str, warehouse: str | Path) -> CatalogLocation:
+    def sqlite(cls, path: str | Path, warehouse: str | Path) -> CatalogConfig:
+        """The embedded catalog: one sqlite file that Iceberg Java (JDBC) and pyiceberg (SQL) both open."""
+        uri = f"jdbc:sqlite:{Path(path).resolve()}"
+        return cls({"type": "jdbc", "uri": uri, "warehouse": str(warehouse)})
+
+    @classmethod
+    def under(cls, root: str | Path) -> CatalogConfig:
+        root = Path(root).resolve()
+        return cls.sqlite(root / "catalog.db", root / "warehouse")
+
+    @classmethod
+    def from_uri(cls, catalog_uri: str, warehouse: str | Path) -> CatalogConfig:
+        """`sqlite:///PATH/catalog.db`, the shorthand of `--catalog-uri` and DVMIRROR_CATALOG_URI."""
         prefix = "sqlite:///"
         if not catalog_uri.startswith(prefix):
-            raise ValueError(f"catalog uri must look like sqlite:///PATH/catalog.db, got {catalog_uri!r}")
-        return cls(Path("/" + catalog_uri[len(prefix) :].lstrip("/")).resolve(), Path(warehouse).resolve())
+            raise ValueError(
+                f"catalog uri must look like sqlite:///PATH/catalog.db, got {catalog_uri!r}; other catalogs "
+                "are configured by their properties (--catalog-property type=rest --catalog-property uri=…)"
+            )
+        return cls.sqlite(Path("/" + catalog_uri[len(prefix) :].lstrip("/")), warehouse)
 
-    @classmethod
-    def under(cls, root: str | Path) -> CatalogLocation:
-        root = Path(root).resolve()
-        return cls(root / "catalog.db", root / "warehouse")
+    # -- what it is ----------------------------------------------------------------------------------
+    @property
+    def kind(self) -> str:
+        """`jdbc`, `rest`, …, or the implementation class."""
+        if "type" in self.properties:
+            return self.properties["type"].lower()
+        impl = self.properties["catalog-impl"]
+        return next((kind for kind, java in _JAVA_IMPLS.items() if java == impl), impl)
+
+    @property
+    def warehouse(self) -> str | None:
+        return self.properties.get("warehouse")
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The sqlite file of an embedded catalog (None for any other catalog)."""
+        uri = self.properties.get("uri", "")
+        if self.kind == "jdbc" and uri.startswith("jdbc:sqlite:"):
+            return Path(uri[len("jdbc:sqlite:") :])
+        return None
 
     @property
     def sqlalchemy_uri(self) -> str:
-        return f"sqlite:///{self.sqlite_path}"
+        """A JDBC catalog's database as SQLAlchemy names it (`sqlite:///…` is `--catalog-uri`'s form)."""
+        if self.kind != "jdbc":
+            raise ValueError(f"the {self.kind} catalog has no database URI")
+        return _sqlalchemy_uri(self.properties.get("uri", ""), self.properties)
 
     @property
-    def jdbc_uri(self) -> str:
-        return f"jdbc:sqlite:{self.sqlite_path}"
+    def local_warehouse(self) -> Path | None:
+        """The warehouse folder when it is on the local file system."""
+        warehouse = self.warehouse
+        if warehouse is None:
+            return None
+        if warehouse.startswith("file:"):
+            return Path(urlsplit(warehouse).path)
+        return None if _is_uri(warehouse) else Path(warehouse)
 
+    def describe(self) -> str:
+        """For messages: the catalog's kind and properties, secrets masked."""
+        shown = ", ".join(
+            f"{k}={'***' if _SECRET.search(k) else v}" for k, v in self.properties.items() if k != "type"
+        )
+        return f"{self.kind} catalog ({shown})"
+
+    # -- for each engine ------------------------------------------------------------------------------
     def iceberg_java_properties(self) -> dict[str, str]:
-        """Properties of Iceberg Java's JdbcCatalog; the same tables pyiceberg's SqlCatalog reads."""
-        return {
-            "catalog-impl": "org.apache.iceberg.jdbc.JdbcCatalog",
-            "uri": self.jdbc_uri,
-            "warehouse": str(self.warehouse),
-            # Every read sees the latest commit, whichever engine made it.
-            "cache-enabled": "false",
-        }
+        """The properties of catalog `dvmirror` in Spark (`spark.sql.catalog.dvmirror.<key>`)."""
+        # Every read sees the latest commit, whichever engine made it (overridable).
+        return {"cache-enabled": "false", **self.properties}
 
-    def pyiceberg_catalog(self):  # -> pyiceberg.catalog.sql.SqlCatalog
-        from pyiceberg.catalog.sql import SqlCatalog
+    def pyiceberg_properties(self) -> dict[str, str]:
+        """The same catalog for pyiceberg's `load_catalog`: its own `type` names, a SQLAlchemy URI for
+        a JDBC catalog, and without the Java-only keys."""
+        props = {k: v for k, v in self.properties.items() if k not in _JAVA_ONLY and k != "type"}
+        kind = self.kind
+        py_type = _PYICEBERG_TYPES.get(kind)
+        if py_type is None:
+            raise ValueError(
+                f"pyiceberg has no counterpart of the {kind} catalog; configure pyiceberg yourself "
+                "(py-catalog-impl) to read the mirror"
+            )
+        props["type"] = py_type
+        if kind == "jdbc":
+            props["uri"] = _sqlalchemy_uri(props.get("uri", ""), props)
+            props = {k: v for k, v in props.items() if not k.startswith("jdbc.")}
+        warehouse = props.get("warehouse")
+        if warehouse and not _is_uri(warehouse):
+            props["warehouse"] = f"file://{warehouse}"
+        return props
 
-        self.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
-        return SqlCatalog(ICEBERG_CATALOG_NAME, uri=self.sqlalchemy_uri, warehouse=f"file://{self.warehouse}")
+    def pyiceberg_catalog(self):  # -> pyiceberg.catalog.Catalog
+        from pyiceberg.catalog import load_catalog
+
+        sqlite = self.sqlite_path
+        if sqlite is not None:
+            sqlite.parent.mkdir(parents=True, exist_ok=True)
+        return load_catalog(ICEBERG_CATALOG_NAME, **self.pyiceberg_properties())
+
+    @property
+    def uses_s3(self) -> bool:
+        warehouse = self.warehouse or ""
+        return warehouse.startswith(("s3://", "s3a://", "s3n://")) or any(
+            k.startswith("s3.") for k in self.properties
+        )
+
+    def storage_properties(self) -> dict[str, str]:
+        """The object-storage keys (`s3.*`, `client.*`) shared with the mirror's own FileIO and S3A."""
+        return {k: v for k, v in self.properties.items() if k.startswith(("s3.", "client."))}
+
+
+def _sqlalchemy_uri(jdbc_uri: str, props: Mapping[str, str]) -> str:
+    """`jdbc:sqlite:/p` → `sqlite:////p`; `jdbc:postgresql://h:5432/db` (+ jdbc.user/jdbc.password) →
+    `postgresql+psycopg2://user:password@h:5432/db`."""
+    if jdbc_uri.startswith("jdbc:sqlite:"):
+        return f"sqlite:///{jdbc_uri[len('jdbc:sqlite:') :]}"
+    if jdbc_uri.startswith("jdbc:postgresql://"):
+        rest = jdbc_uri[len("jdbc:postgresql://") :]
+        user, password = props.get("jdbc.user"), props.get("jdbc.password")
+        auth = ""
+        if user:
+            auth = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "") + "@"
+        return f"postgresql+psycopg2://{auth}{rest}"
+    kind = ":".join(jdbc_uri.split(":")[:2])
+    raise ValueError(f"a JDBC catalog on {kind} is not supported (sqlite and postgresql are)")
+
+
+def parse_property(text: str) -> tuple[str, str]:
+    """`KEY=VALUE` of `--catalog-property`."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise ValueError(f"--catalog-property must be KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def load_config_file(path: str | Path, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """A configuration file: YAML with a `catalog:` map; `${VAR}` replaced from the environment."""
+    import yaml
+
+    env = os.environ if environ is None else environ
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text()) or {}
+    except (OSError, yaml.YAMLError) as err:
+        raise ValueError(f"configuration file {path}: {err}") from None
+    if not isinstance(raw, dict) or not isinstance(raw.get("catalog", {}), dict):
+        raise ValueError(f"configuration file {path}: expected a mapping with a `catalog:` mapping")
+    unknown = sorted(set(raw) - {"catalog"})
+    if unknown:
+        raise ValueError(f"configuration file {path}: unknown keys {unknown} (known: catalog)")
+
+    def substitute(value: Any) -> str:
+        if isinstance(value, bool):  # YAML's true/false, as Iceberg spells them
+            return str(value).lower()
+
+        def var(match: re.Match[str]) -> str:
+            name = match.group(1)
+            if name not in env:
+                raise ValueError(f"configuration file {path}: environment variable {name} is not set")
+            return env[name]
+
+        return _ENV_REFERENCE.sub(var, str(value))
+
+    return {"catalog": {str(k): substitute(v) for k, v in (raw.get("catalog") or {}).items()}}
 
 
 @dataclass(frozen=True)
 class MirrorSettings:
     """Everything the engine is configured with (see the module docstring for variables and defaults)."""
 
-    catalog: CatalogLocation
+    catalog: CatalogConfig
     jars_dir: Path
     spark_packages: bool = False
     spark_master: str = "local[2]"
@@ -97,28 +302,48 @@ class MirrorSettings:
     sources_file: Path = Path(SOURCES_FILE)
     debug: bool = False
     executor_threshold: int | None = DEFAULT_EXECUTOR_DVS  # None: DVs always converted on the driver
+    # S3 support in Spark (S3A for the Delta side, Iceberg's S3FileIO): the jars of `make jars-s3`.
+    s3: bool = False
 
     @classmethod
     def resolve(
         cls,
         *,
-        catalog: CatalogLocation | None = None,
+        catalog: CatalogConfig | None = None,
+        catalog_properties: Mapping[str, str] | None = None,
+        config_file: str | Path | None = None,
         catalog_uri: str | None = None,
         warehouse: str | Path | None = None,
         jars_dir: str | Path | None = None,
         sources_file: str | Path | None = None,
+        s3: bool = False,
         environ: Mapping[str, str] | None = None,
         cwd: Path | None = None,
     ) -> MirrorSettings:
-        """Explicit values first, then the environment, then defaults under the working directory."""
+        """Explicit values first, then the configuration file, then the environment, then defaults under
+        the working directory.
+
+        The catalog: `catalog`; else the property map of the configuration file's `catalog:` with
+        `catalog_properties` over it (`warehouse` filling a missing `warehouse`); else the sqlite
+        shorthand (`catalog_uri`, DVMIRROR_CATALOG_URI, ./.dvmirror/catalog.db).
+        """
         env = os.environ if environ is None else environ
         cwd = (cwd or Path.cwd()).resolve()
         state = cwd / STATE_DIR
         if catalog is None:
-            uri = catalog_uri or env.get(CATALOG_URI_ENV) or f"sqlite:///{state / 'catalog.db'}"
-            catalog = CatalogLocation.from_uri(
-                uri, warehouse or env.get(WAREHOUSE_ENV) or state / "warehouse"
-            )
+            warehouse = warehouse or env.get(WAREHOUSE_ENV)
+            if catalog_uri and (catalog_properties or config_file):
+                raise ValueError("give the catalog as --catalog-uri or as catalog properties, not both")
+            config_file = None if catalog_uri else config_file or env.get(CONFIG_ENV)
+            properties = dict(load_config_file(config_file, env)["catalog"]) if config_file else {}
+            properties.update(catalog_properties or {})
+            if properties:
+                if warehouse and "warehouse" not in properties:
+                    properties["warehouse"] = str(warehouse)
+                catalog = CatalogConfig(properties)
+            else:
+                uri = catalog_uri or env.get(CATALOG_URI_ENV) or f"sqlite:///{state / 'catalog.db'}"
+                catalog = CatalogConfig.from_uri(uri, warehouse or state / "warehouse")
         return cls(
             catalog=catalog,
             jars_dir=Path(jars_dir or env.get(JARS_ENV) or cwd / JARS_DIR).resolve(),
@@ -128,6 +353,7 @@ class MirrorSettings:
             sources_file=Path(sources_file or env.get(SOURCES_ENV) or cwd / SOURCES_FILE).resolve(),
             debug=bool(env.get(DEBUG_ENV)),
             executor_threshold=_threshold(env.get(EXECUTOR_DVS_ENV)),
+            s3=s3 or env.get(S3_ENV) == "1" or catalog.uses_s3,
         )
 
 

@@ -129,10 +129,10 @@ def sync_table(
     Files the log names must be inside the Delta table's root or one of `allowed_roots`. A version with
     at least `executor_threshold` DVs converts them in Spark tasks (None: always on the driver).
     `iceberg` and `io` are the seams to Iceberg Java and to storage (defaults: the session's catalog
-    and `FileIO()`); tests pass their own to inject faults.
+    and a `FileIO` with its storage properties); tests pass their own to inject faults.
     """
-    io = io or FileIO()
     iceberg = iceberg or IcebergJava(spark)
+    io = io or FileIO(iceberg.storage_properties())
     delta_root = table_root_of(delta_path)
     paths = PathPolicy.of(delta_root, allowed_roots)
     delta = DeltaTable(delta_root, io=io)

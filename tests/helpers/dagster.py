@@ -14,7 +14,7 @@ from dagster._core.event_api import PartitionKeyFilter  # the check-storage quer
 from dv_assets.defs.factory import SourceDefinitions, build_definitions, build_source
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror.iceberg.maintenance import Retention
-from dv_assets.mirror.settings import CatalogLocation
+from dv_assets.mirror.settings import CatalogConfig
 from resources.spark import IcebergSparkResource
 
 _counter = itertools.count()
@@ -34,11 +34,11 @@ def make_source(delta_path: Path, *, format_version: int = 3, retain_last: int =
     )
 
 
-def resources(catalog: CatalogLocation) -> dict:
+def resources(catalog: CatalogConfig) -> dict:
     return {"spark": IcebergSparkResource.for_catalog(catalog)}
 
 
-def definitions(sources: list[DeltaSource], catalog: CatalogLocation) -> dg.Definitions:
+def definitions(sources: list[DeltaSource], catalog: CatalogConfig) -> dg.Definitions:
     return build_definitions(sources, catalog)
 
 
@@ -53,7 +53,7 @@ def add_partitions(instance: dg.DagsterInstance, built: SourceDefinitions, versi
 
 def materialize_version(
     built: SourceDefinitions,
-    catalog: CatalogLocation,
+    catalog: CatalogConfig,
     instance: dg.DagsterInstance,
     version: int,
     *,

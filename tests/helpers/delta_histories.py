@@ -24,7 +24,7 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogLocation
+from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
 from dv_assets.mirror.sync import SyncResult, sync_table
 from tests.helpers.readers import snapshots_by_delta_version
 from tests.helpers.rows import canonical, row_key, table_rows
@@ -103,7 +103,7 @@ def iceberg_versions(spark: SparkSession, table_name: str, snapshots: dict[int, 
 
 
 def pyiceberg_rows(
-    catalog: CatalogLocation, table_name: str, snapshot_id: int, columns: Sequence[str]
+    catalog: CatalogConfig, table_name: str, snapshot_id: int, columns: Sequence[str]
 ) -> list[tuple]:
     """pyiceberg's rows of a snapshot (INT96 timestamps: see the switch in tests/helpers/readers.py)."""
     table = catalog.pyiceberg_catalog().load_table(table_name)
@@ -170,7 +170,7 @@ def mirror(
 
 def assert_mirrors_match(
     spark: SparkSession,
-    catalog: CatalogLocation,
+    catalog: CatalogConfig,
     delta_path: Path | str,
     mirrors: Sequence[Mirrored],
     *,

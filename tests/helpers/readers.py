@@ -8,7 +8,7 @@ import os
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.iceberg.snapshots import DELTA_VERSION_PROPERTY
-from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogLocation
+from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
 from tests.helpers.rows import sorted_rows
 
 # Delta Spark may write timestamps as Parquet INT96 (nanoseconds). Iceberg Java reads those as
@@ -16,7 +16,7 @@ from tests.helpers.rows import sorted_rows
 os.environ.setdefault("PYICEBERG_DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE", "true")
 
 
-def snapshots_by_delta_version(catalog: CatalogLocation, table_name: str) -> dict[int, int]:
+def snapshots_by_delta_version(catalog: CatalogConfig, table_name: str) -> dict[int, int]:
     """Delta version → Iceberg snapshot id, from the snapshot summaries, as pyiceberg sees them
     (snapshots other writers added, such as rewrite_manifests's, carry no Delta version)."""
     table = catalog.pyiceberg_catalog().load_table(table_name)
@@ -36,7 +36,7 @@ def iceberg_java_rows(spark: SparkSession, table_name: str, snapshot_id: int) ->
     return sorted_rows(df.toArrow().to_pylist())
 
 
-def pyiceberg_rows(catalog: CatalogLocation, table_name: str, snapshot_id: int) -> list[dict]:
+def pyiceberg_rows(catalog: CatalogConfig, table_name: str, snapshot_id: int) -> list[dict]:
     table = catalog.pyiceberg_catalog().load_table(table_name)
     return sorted_rows(table.scan(snapshot_id=snapshot_id).to_arrow().to_pylist())
 

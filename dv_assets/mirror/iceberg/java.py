@@ -192,6 +192,7 @@ class IcebergJava:
         spark_catalog = spark._jsparkSession.sessionState().catalogManager().catalog(ICEBERG_CATALOG_NAME)
         self._catalog = spark_catalog.icebergCatalog()
         self._batch = _helper_class(self._jvm, CONTENT_FILE_BATCH)
+        self._staged: dict[str, Any] = {}
 
     # -- reading -----------------------------------------------------------------------------------
     def _identifier(self, table_name: str):
@@ -209,6 +210,16 @@ class IcebergJava:
         if table is None:
             raise LookupError(f"Iceberg table {table_name} does not exist in catalog {ICEBERG_CATALOG_NAME}")
         return table
+
+    def storage_properties(self) -> dict[str, str]:
+        """The catalog's object-storage properties (`s3.*`, `client.*`): the mirror's own FileIO uses
+        the same endpoint and credentials as Iceberg Java."""
+        prefix = f"spark.sql.catalog.{ICEBERG_CATALOG_NAME}."
+        return {
+            key[len(prefix) :]: value
+            for key, value in self._spark.sparkContext.getConf().getAll()
+            if key.startswith((f"{prefix}s3.", f"{prefix}client."))
+        }
 
     def exists(self, table_name: str) -> bool:
         return bool(self._catalog.tableExists(self._identifier(table_name)))
@@ -242,9 +253,21 @@ class IcebergJava:
         )
 
     def default_location(self, table_name: str) -> str:
-        """Where the JDBC catalog would put the table: `<warehouse>/<namespace…>/<name>`."""
-        warehouse = self._spark.conf.get(f"spark.sql.catalog.{ICEBERG_CATALOG_NAME}.warehouse").rstrip("/")
-        return "/".join([warehouse, *table_name.split(".")])
+        """Where the catalog puts a new table: asked, never assumed (a REST catalog decides itself)."""
+        return str(self._staged_table(table_name).location()).rstrip("/")
+
+    def _staged_table(self, table_name: str):
+        """The not-yet-created table as the catalog stages it (its location and FileIO); nothing is
+        committed. The namespace is created first when missing (a REST catalog stages only in one)."""
+        if table_name not in self._staged:
+            ident = self._identifier(table_name)
+            if not self._catalog.namespaceExists(ident.namespace()):
+                with contextlib.suppress(Py4JJavaError):  # created meanwhile by another sync
+                    self._catalog.createNamespace(ident.namespace())
+            empty = self._iceberg.Schema(self._jvm.java.util.ArrayList())
+            builder = self._catalog.buildTable(ident, empty)
+            self._staged[table_name] = builder.createTransaction().table()
+        return self._staged[table_name]
 
     def delete_files_by_data_file(
         self, table_name: str, snapshot_id: int | None = None
@@ -312,13 +335,12 @@ class IcebergJava:
             .setProperties(props)
             .build()
         )
-        io = iceberg.hadoop.HadoopFileIO(self._spark._jsc.hadoopConfiguration())
+        # Written with the catalog's own FileIO (a REST catalog may vend credentials for it).
+        io = self._staged_table(table_name).io()
         metadata_file = f"{location}/metadata/00000-{self._jvm.java.util.UUID.randomUUID()}.metadata.json"
         iceberg.TableMetadataParser.write(metadata, io.newOutputFile(metadata_file))
         ident = self._identifier(table_name)
         try:
-            if not self._catalog.namespaceExists(ident.namespace()):
-                self._catalog.createNamespace(ident.namespace())
             registered = self._catalog.registerTable(ident, metadata_file)
         except Py4JJavaError as err:
             if _java_exception(err) in _CONFLICTS:

@@ -14,9 +14,12 @@ OWNED_PREFIX = "dvmirror-"
 
 
 def comparable(location: str) -> str:
-    """One spelling per local file: Iceberg may name it `file:/x`, `file:///x` or `/x`."""
+    """One spelling per file: Iceberg may name a local file `file:/x`, `file:///x` or `/x`, and Hadoop
+    names S3 objects `s3a://` or `s3n://` where Iceberg says `s3://`."""
     if location.startswith("file://"):
         return location[len("file://") :]
+    if location.startswith(("s3a://", "s3n://")):
+        return "s3://" + location[len("s3a://") :]
     return location.removeprefix("file:")
 
 

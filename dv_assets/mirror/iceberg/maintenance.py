@@ -77,7 +77,7 @@ def expire_and_reclaim(
     now_ms: int | None = None,
 ) -> MaintenanceReport:
     """Expire the table's snapshots past `retention` and delete what only they referenced."""
-    io = io or FileIO()
+    io = io or FileIO(iceberg.storage_properties())
     report = MaintenanceReport(table_name, dry_run=dry_run)
     table = iceberg.load(table_name)
     if table is None:

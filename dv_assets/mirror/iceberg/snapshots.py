@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from dv_assets.mirror.settings import CatalogLocation
+from dv_assets.mirror.settings import CatalogConfig
 
 if TYPE_CHECKING:
     from dv_assets.mirror.iceberg.java import MirrorTable
@@ -22,7 +22,7 @@ def delta_version_of(summary: Mapping[str, str] | None) -> int | None:
     return None if value is None else int(value)
 
 
-def last_mirrored_version(catalog: CatalogLocation, table_name: str) -> int | None:
+def last_mirrored_version(catalog: CatalogConfig, table_name: str) -> int | None:
     """The Delta version the mirror shows, read with pyiceberg (no JVM): that of the newest snapshot in
     the current lineage that carries one (maintenance may have added snapshots on top)."""
     from pyiceberg.exceptions import NoSuchTableError

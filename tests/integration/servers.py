@@ -1,0 +1,154 @@
+"""The real servers of the integration tests, each started on loopback for a test module and stopped
+after it: Iceberg's REST catalog test server (Java, `make test-integration` resolves its classpath into
+.jars/rest-catalog), PostgreSQL (Debian's package) and moto's S3 server."""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from tests.helpers.paths import REPO_ROOT
+
+REST_CATALOG_JARS = REPO_ROOT / ".jars" / "rest-catalog"
+S3_CREDENTIALS = {
+    "AWS_ACCESS_KEY_ID": "dvmirror-test",
+    "AWS_SECRET_ACCESS_KEY": "dvmirror-test-secret",
+    "AWS_REGION": "us-east-1",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, log: Path, seconds: float = 90) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"server exited with {process.returncode}; its log:\n{log.read_text()[-3000:]}"
+            )
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=1):
+            return
+        time.sleep(0.3)
+    raise TimeoutError(
+        f"nothing listens on 127.0.0.1:{port} after {seconds} s; log:\n{log.read_text()[-3000:]}"
+    )
+
+
+@contextlib.contextmanager
+def _process(
+    command: list[str], port: int, log: Path, env: Mapping[str, str] | None = None
+) -> Iterator[None]:
+    with log.open("w") as out:
+        process = subprocess.Popen(
+            command, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}, cwd=log.parent
+        )
+    try:
+        _wait_for_port(port, process, log)
+        yield
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+
+
+@dataclass(frozen=True)
+class S3Server:
+    endpoint: str
+
+    def catalog_properties(self) -> dict[str, str]:
+        """Iceberg's S3 properties for this server (credentials come from the environment)."""
+        return {"s3.endpoint": self.endpoint, "s3.path-style-access": "true", "client.region": "us-east-1"}
+
+    def create_bucket(self, name: str) -> None:
+        import pyarrow.fs as pafs
+
+        endpoint = self.endpoint.removeprefix("http://")
+        s3 = pafs.S3FileSystem(endpoint_override=endpoint, scheme="http", allow_bucket_creation=True)
+        s3.create_dir(name)
+        assert s3.get_file_info(name).type == pafs.FileType.Directory
+
+
+@contextlib.contextmanager
+def s3_server(workdir: Path) -> Iterator[S3Server]:
+    """moto's S3 server (its `server` extra) on a loopback port."""
+    port = free_port()
+    moto = Path(sys.executable).with_name("moto_server")
+    with _process([str(moto), "-H", "127.0.0.1", "-p", str(port)], port, workdir / "moto.log"):
+        yield S3Server(f"http://127.0.0.1:{port}")
+
+
+@contextlib.contextmanager
+def rest_catalog(workdir: Path, catalog_env: Mapping[str, str]) -> Iterator[str]:
+    """Iceberg's RESTCatalogServer (a JdbcCatalog on in-memory sqlite behind it), configured the way its
+    Docker image is, by CATALOG_* variables (CATALOG_WAREHOUSE, CATALOG_IO__IMPL, CATALOG_S3_ENDPOINT…)."""
+    if not list(REST_CATALOG_JARS.glob("*.jar")):
+        raise RuntimeError(f"no REST catalog server jars in {REST_CATALOG_JARS}: run `make test-integration`")
+    port = free_port()
+    command = ["java", "-cp", f"{REST_CATALOG_JARS}/*", "org.apache.iceberg.rest.RESTCatalogServer"]
+    env = {"CATALOG_REST_PORT": str(port), **catalog_env}
+    with _process(command, port, workdir / "rest-catalog.log", env):
+        yield f"http://127.0.0.1:{port}"
+
+
+def _pg_bin(name: str) -> str:
+    found = shutil.which(name) or next(iter(sorted(glob.glob(f"/usr/lib/postgresql/*/bin/{name}"))), None)
+    if found is None:
+        raise RuntimeError(
+            f"PostgreSQL's {name} is missing: `make test-integration` installs Debian's package"
+        )
+    return found
+
+
+@contextlib.contextmanager
+def postgres(workdir: Path) -> Iterator[str]:
+    """A throwaway PostgreSQL cluster on a loopback port with a database `iceberg`; its JDBC URI.
+
+    PostgreSQL refuses to run as root, so as root the cluster belongs to the `postgres` user the Debian
+    package creates, in a folder of its own under /tmp (pytest's are private to root).
+    """
+    workdir.mkdir(parents=True, exist_ok=True)
+    cluster = Path(tempfile.mkdtemp(prefix="dvmirror-pg-"))
+    data = cluster / "data"
+    data.mkdir()
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        shutil.chown(cluster, "postgres")
+        shutil.chown(data, "postgres")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    port = free_port()
+    log = cluster / "postgres.log"
+    subprocess.run(
+        [*as_user, _pg_bin("initdb"), "-D", str(data), "-U", "postgres", "--auth=trust"],
+        check=True,
+        capture_output=True,
+    )
+    options = f"-p {port} -k {cluster} -c listen_addresses=127.0.0.1"
+    pg_ctl = _pg_bin("pg_ctl")
+    subprocess.run(
+        [*as_user, pg_ctl, "-D", str(data), "-o", options, "-l", str(log), "-w", "start"], check=True
+    )
+    try:
+        subprocess.run(
+            [_pg_bin("createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "iceberg"], check=True
+        )
+        yield f"jdbc:postgresql://127.0.0.1:{port}/iceberg"
+    finally:
+        subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], check=False)
+        shutil.copy(log, workdir / "postgres.log")
+        shutil.rmtree(cluster, ignore_errors=True)
