@@ -5,11 +5,11 @@ python -m dv_assets.defs.ci_checks [--table NAME ...]     # or: dvmirror-checks;
 ```
 
 Tables and catalog are the code location's (`dv_assets.definitions`: dv_assets/defs/tables/defs.yaml, or
-the file DVMIRROR_SOURCES names; the catalog from their `catalog` or DVMIRROR_CATALOG_URI /
-DVMIRROR_WAREHOUSE). For each table it reads the newest mirrored Delta version from the catalog
-(pyiceberg), adds that version's partition to the Dagster instance when it lacks it (a fresh instance;
-`$DAGSTER_HOME`'s when set, else a temporary one), and executes the table's `checks_<name>` job on it:
-every check, blocking or not. One line per check on stdout:
+the file DVMIRROR_SOURCES names; the catalog from their `catalog`, else DVMIRROR_CONFIG's, else
+DVMIRROR_CATALOG_URI / DVMIRROR_WAREHOUSE). For each table it reads the newest mirrored Delta version
+from the catalog (pyiceberg), adds that version's partition to the Dagster instance when it lacks it (a
+fresh instance; `$DAGSTER_HOME`'s when set, else a temporary one), and executes the table's
+`checks_<name>` job on it: every check, blocking or not. One line per check on stdout:
 
     PASS demo_events v15 metadata_row_count_matches
     FAIL demo_events v15 row_count_matches: Delta v15: 35 rows (log), 35 (Delta read); Iceberg ...
