@@ -43,11 +43,11 @@ RUN pip install --no-cache-dir -c /tmp/dvmirror/requirements.lock /tmp/dvmirror 
 
 COPY --from=jars /build/.jars/ /opt/dvmirror/jars/
 
-# The working directory holds the defaults: sources.yaml (this repository's, unless DVMIRROR_SOURCES names
-# another) and .dvmirror/ (the default catalog and warehouse; mount a volume or configure the catalog).
+# The working directory holds the defaults: .dvmirror/ (the default catalog and warehouse; mount a volume or
+# configure the catalog). The tables are the packaged dv_assets/defs/tables/defs.yaml (the demo's) unless
+# DVMIRROR_SOURCES names a file of such documents (or ./sources.yaml exists).
 RUN useradd --create-home --uid 1000 dvmirror && mkdir -p /opt/dagster/app && chown dvmirror /opt/dagster/app
 WORKDIR /opt/dagster/app
-COPY --chown=dvmirror sources.yaml ./
 USER dvmirror
 
 # Fails the build if the engine cannot import or Java is missing.

@@ -47,7 +47,12 @@ def _parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(dest="command", required=True)
-    sync = commands.add_parser("sync", help="mirror every Delta version not yet mirrored, one snapshot each")
+    sync = commands.add_parser(
+        "sync",
+        help="mirror every Delta version not yet mirrored, one snapshot each",
+        epilog=parser.epilog,  # the exit codes and the catalog, in `dvmirror sync --help` too
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sync.add_argument("delta_table", help="path of the Delta table (the folder holding _delta_log)")
     sync.add_argument("--table", required=True, help="Iceberg table, NAMESPACE.NAME")
     sync.add_argument("--catalog-uri", help="sqlite:///PATH/catalog.db (default: ./.dvmirror/catalog.db)")
