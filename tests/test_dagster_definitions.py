@@ -215,3 +215,29 @@ def test_components_of_a_defs_folder_share_one_catalog(tmp_path, monkeypatch) ->
     )
     with pytest.raises(MirrorConfigError, match=r"must share one Iceberg catalog.*elsewhere\.db.*: second"):
         project_definitions(mirror_project_defs, tmp_path)
+
+
+def test_the_delta_log_is_read_with_the_catalogs_storage_settings_which_stay_out_of_metadata() -> None:
+    from dv_assets.defs.factory import build_source, build_source_definitions
+    from dv_assets.defs.sources import DeltaSource
+
+    catalog = CatalogConfig(
+        {
+            "type": "rest",
+            "uri": "http://127.0.0.1:8181",
+            "s3.endpoint": "http://127.0.0.1:9000",
+            "s3.secret-access-key": "very-secret",
+        }
+    )
+    source = DeltaSource(name="lake", delta_path="s3a://lake/delta/t", iceberg_table="ns.lake")
+    defs = build_source_definitions(source, catalog)
+    # The sensors, checks and the Delta asset read the log through the built source's `delta_table()`.
+    built = build_source(source, catalog).source
+    assert built.delta_table()._log._io.properties == {
+        "s3.endpoint": "http://127.0.0.1:9000",
+        "s3.secret-access-key": "very-secret",
+    }
+    # Credentials never reach Dagster's metadata, a dump or a repr.
+    assert sources_of(defs)[0].name == "lake"
+    assert "very-secret" not in json.dumps({k: str(v) for k, v in (defs.metadata or {}).items()})
+    assert "very-secret" not in repr(built) + json.dumps(built.model_dump(mode="json"))

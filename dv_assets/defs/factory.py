@@ -45,7 +45,11 @@ class SourceDefinitions:
         return [self.delta_versions, self.iceberg_mirror]
 
 
-def build_source(source: DeltaSource) -> SourceDefinitions:
+def build_source(source: DeltaSource, catalog: CatalogConfig | None = None) -> SourceDefinitions:
+    if catalog is not None:
+        # The Delta log is read with the catalog's storage settings (an S3 endpoint, say), as the mirror
+        # writes its files.
+        source = source.model_copy(update={"storage_properties": catalog.storage_properties()})
     partitions_def = dg.DynamicPartitionsDefinition(name=source.partitions_name)
     return SourceDefinitions(
         source=source,
@@ -72,7 +76,8 @@ def _spark_resource(properties: tuple[tuple[str, str], ...]) -> IcebergSparkReso
 def build_source_definitions(source: DeltaSource, catalog: CatalogConfig) -> dg.Definitions:
     """Everything of one source: both assets, the checks, `mirror_<name>`, `checks_<name>`,
     `cleanup_<name>`, `delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`."""
-    built = build_source(source)
+    built = build_source(source, catalog)
+    source = built.source
     cleanup_job = build_cleanup_job([source], source.cleanup_job_name, source.cleanup_op_name)
     return dg.Definitions(
         assets=built.assets,

@@ -32,7 +32,6 @@ from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.maintenance import cleanup_run_config
 from dv_assets.defs.sources import VERSIONS_TAG, DeltaSource
 from dv_assets.mirror.delta.facts import drops_dv_files
-from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.iceberg.snapshots import last_mirrored_version
 from dv_assets.mirror.settings import CatalogConfig
@@ -77,7 +76,7 @@ def build_delta_version_sensor(
         partition_requests: list[dg.AddDynamicPartitionsRequest] = []
         for source in sources:
             try:
-                delta = DeltaTable(source.delta_path, enforce_protocol=False)
+                delta = source.delta_table(enforce_protocol=False)
                 latest, oldest = delta.latest_version(), delta.oldest_version()
             except (OSError, ValueError, MirrorInputError) as err:
                 context.log.warning(f"{source.name}: cannot list {source.delta_path}: {err}")
@@ -144,7 +143,7 @@ def _cleanup_request(
     last = last_mirrored_version(catalog, source.iceberg_table)
     if last is None:
         return None
-    delta = DeltaTable(source.delta_path, enforce_protocol=False)
+    delta = source.delta_table(enforce_protocol=False)
     seen = cursor.get(source.name)
     start = delta.oldest_version() if seen is None else max(seen + 1, delta.oldest_version())
     if start > last:

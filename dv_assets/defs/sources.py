@@ -11,7 +11,9 @@ import re
 
 from pydantic import BaseModel, Field, field_validator
 
+from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.iceberg.maintenance import Retention
+from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 
 TABLE_TAG = "dvmirror/table"
@@ -33,6 +35,15 @@ class DeltaSource(BaseModel):
     retention: Retention = Field(default_factory=Retention)
     # Folders outside the Delta table whose files its log may name (shallow clones, `p` DVs).
     allowed_roots: list[str] = Field(default_factory=list)
+    # The object-storage properties (`s3.*`, `client.*`) the Delta log is read with: the catalog's, set by
+    # the factory. Never dumped or shown: they may hold credentials.
+    storage_properties: dict[str, str] = Field(default_factory=dict, exclude=True, repr=False)
+
+    def delta_table(self, *, enforce_protocol: bool = True) -> DeltaTable:
+        """The Delta table, read through storage configured as the mirror's writes are."""
+        return DeltaTable(
+            self.delta_path, enforce_protocol=enforce_protocol, io=FileIO(self.storage_properties)
+        )
 
     @field_validator("name")
     @classmethod

@@ -16,7 +16,6 @@ import dagster as dg
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.defs.table_metadata import delta_version_metadata
 from dv_assets.mirror.delta.facts import CommitFacts, commit_facts, operation_parameters_text
-from dv_assets.mirror.delta.replay import DeltaTable
 
 
 def partition_key(version: int) -> str:
@@ -103,7 +102,7 @@ def build_delta_versions_asset(
         backfill_policy=dg.BackfillPolicy.single_run(),
     )
     def delta_versions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
-        delta = DeltaTable(source.delta_path)
+        delta = source.delta_table()
         for key in context.partition_keys:
             facts = commit_facts(delta, version_of(key))
             context.log.info(

@@ -139,7 +139,7 @@ def row_count_result(
     snapshot = _snapshot(spark, source, version, mirror)
     if snapshot is None:
         return _no_snapshot(source, version)
-    from_log = live_rows(DeltaTable(source.delta_path).state(version, with_stats=False))
+    from_log = live_rows(source.delta_table().state(version, with_stats=False))
     from_delta_read = (
         spark.read.format("delta").option("versionAsOf", version).load(source.delta_path).count()
     )
@@ -177,7 +177,7 @@ def dv_problems(
         f"SELECT file_path, referenced_data_file, record_count "
         f"FROM {table}.delete_files VERSION AS OF {snapshot_id}"
     ).collect()
-    delta_dvs = dv_cardinalities(DeltaTable(source.delta_path).state(version, with_stats=False))
+    delta_dvs = dv_cardinalities(source.delta_table().state(version, with_stats=False))
     per_file = Counter(row.referenced_data_file for row in deletes)
     iceberg_cardinality: dict[str, int] = {}
     for row in deletes:
@@ -315,7 +315,7 @@ def build_checks(
     ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
         # Neither Spark nor the table's pool: the resource only names the catalog, read with pyiceberg.
         mirror = load_mirror_without_spark(spark, source)
-        delta = DeltaTable(source.delta_path)
+        delta = source.delta_table()
         yield from evaluate_versions(
             context, lambda version: metadata_row_count_result(delta, source, version, mirror)
         )
