@@ -10,7 +10,8 @@ import pytest
 
 from dv_assets.defs.sensors import mirror_range_request
 from dv_assets.defs.table_metadata import delta_column_schema, iceberg_column_schema
-from dv_assets.mirror.iceberg.java import CommitRequest, IcebergJava
+from dv_assets.mirror.iceberg.java import IcebergJava
+from dv_assets.mirror.iceberg.mirror_table import CommitRequest
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import (
     build_source,

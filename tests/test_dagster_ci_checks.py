@@ -13,7 +13,8 @@ import dagster as dg
 import pytest
 
 from dv_assets.defs.ci_checks import main
-from dv_assets.mirror.iceberg.java import CommitRequest, IcebergJava
+from dv_assets.mirror.iceberg.java import IcebergJava
+from dv_assets.mirror.iceberg.mirror_table import CommitRequest
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import make_source, recorded_check_status
 from tests.helpers.paths import REPO_ROOT

@@ -12,7 +12,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.errors import EXIT_CONFLICT, MirrorConflictError
-from dv_assets.mirror.iceberg.java import CommitOutcome, CommitRequest, IcebergJava
+from dv_assets.mirror.iceberg.java import IcebergJava
+from dv_assets.mirror.iceberg.mirror_table import CommitOutcome, CommitRequest
 from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.paths import DVMIRROR, REPO_ROOT, expected_rows

@@ -24,9 +24,10 @@ from pyspark.sql import SparkSession
 
 from dv_assets.mirror.dv.codec import encode_blob, z85_encode
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorConflictError, MirrorInputError
-from dv_assets.mirror.iceberg.java import CommitOutcome, CommitRequest, IcebergJava
+from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.maintenance import Retention
+from dv_assets.mirror.iceberg.mirror_table import CommitOutcome, CommitRequest
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
 from dv_assets.mirror.sync import sync_table
@@ -95,7 +96,7 @@ def test_warehouse_inside_the_delta_table_is_refused(spark, copy_fixture, tmp_pa
     root = copy_fixture(SMALL)
     with pytest.raises(MirrorInputError, match="overlaps the Delta table"):
         sync_table(spark, root, "rel.inside", iceberg=InsideDelta(spark))
-    assert not IcebergJava(spark).exists("rel.inside")
+    assert IcebergJava(spark).load("rel.inside") is None
 
 
 # --- identity ---------------------------------------------------------------------------------------
@@ -252,7 +253,7 @@ def test_a_data_file_outside_the_table_is_refused(spark, copy_fixture, tmp_path:
     with pytest.raises(MirrorInputError, match="outside the table root") as refused:
         sync_table(spark, root, "rel.escape")
     assert (refused.value.version, refused.value.file) == (0, str(victim / DATA_NAME))
-    assert not IcebergJava(spark).exists("rel.escape")
+    assert IcebergJava(spark).load("rel.escape") is None
 
 
 def test_dvs_outside_the_table_are_refused_unless_their_root_is_allowed(

@@ -33,7 +33,7 @@ from dv_assets.defs.maintenance import cleanup_run_config
 from dv_assets.defs.sources import VERSIONS_TAG, DeltaSource
 from dv_assets.mirror.delta.facts import drops_dv_files
 from dv_assets.mirror.errors import MirrorInputError
-from dv_assets.mirror.iceberg.snapshots import last_mirrored_version
+from dv_assets.mirror.iceberg.pyiceberg_reader import last_mirrored_version
 from dv_assets.mirror.settings import CatalogConfig
 
 

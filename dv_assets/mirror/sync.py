@@ -34,42 +34,32 @@ from dv_assets.mirror.iceberg import metrics as iceberg_metrics
 from dv_assets.mirror.iceberg import schema as iceberg_schema
 from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
 from dv_assets.mirror.iceberg.delete_files import DeleteFileJob, write_delete_files, write_on_executors
-from dv_assets.mirror.iceberg.java import (
+from dv_assets.mirror.iceberg.java import IcebergJava
+from dv_assets.mirror.iceberg.layout import MirrorLayout, comparable
+from dv_assets.mirror.iceberg.mirror_table import (
+    DELTA_OPERATION_SUMMARY,
+    DELTA_PARTITION_COLUMNS_PROPERTY,
     DELTA_TABLE_ID_PROPERTY,
     DELTA_TABLE_PROPERTY,
-    GC_ENABLED_PROPERTY,
+    DELTA_TIMESTAMP_SUMMARY,
     NAME_MAPPING_PROPERTY,
+    SAFETY_PROPERTIES,
     CommitRequest,
-    IcebergJava,
     MirrorTable,
     NewTable,
     Snapshot,
 )
-from dv_assets.mirror.iceberg.layout import MirrorLayout, comparable
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.plan import MirrorPlan, plan_version
 from dv_assets.mirror.settings import DEFAULT_EXECUTOR_DVS
 
 DEFAULT_FORMAT_VERSION = 3
-DELTA_PARTITION_COLUMNS_PROPERTY = "dvmirror.delta-partition-columns"
-DELTA_TIMESTAMP_SUMMARY = "dvmirror.delta-timestamp"
 # A v2 mirror writes one row per deleted position: a DV claiming more than this many is checked against
 # the data file's own row count (its Parquet footer), not only against stats that may over-state it.
 LARGE_DV_POSITIONS = 1 << 20
 # Columns Delta writers put in data files without the table schema having them, with the field ids
 # their name-mapping entries use: below Iceberg's reserved ids, far above any id a schema here reaches.
 PHYSICAL_ONLY_COLUMNS = {"_change_type": 2_147_482_000}
-# Properties every mirror table carries (older mirrors get them with their next commit):
-SAFETY_PROPERTIES = {
-    # No Iceberg procedure (expire_snapshots, remove_orphan_files) and no DROP TABLE ... PURGE may
-    # delete the table's data files: they are Delta's. The mirror's own cleanup works around it.
-    GC_ENABLED_PROPERTY: "false",
-    # Every version rewrites metadata.json; keep a bounded history instead of all of them.
-    "write.metadata.delete-after-commit.enabled": "true",
-    "write.metadata.previous-versions-max": "20",
-    # The mirror re-plans from the log after a conflict; Iceberg must not re-apply a stale plan.
-    "commit.retry.num-retries": "0",
-}
 
 
 @dataclass
@@ -505,7 +495,7 @@ def _commit_request(
     return CommitRequest(
         delta_version=change.version,
         summary={
-            "dvmirror.delta-operation": change.operation or "",
+            DELTA_OPERATION_SUMMARY: change.operation or "",
             DELTA_TIMESTAMP_SUMMARY: str(change.commit_info.get("timestamp", "")),
         },
         add_data_files=tuple(_data_file(f, metadata, new_schema or schema, io) for f in plan.add_data_files),

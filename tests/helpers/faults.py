@@ -13,7 +13,8 @@ import sys
 
 from pyspark.sql import SparkSession
 
-from dv_assets.mirror.iceberg.java import CommitOutcome, CommitRequest, IcebergJava
+from dv_assets.mirror.iceberg.java import IcebergJava
+from dv_assets.mirror.iceberg.mirror_table import CommitOutcome, CommitRequest
 from dv_assets.mirror.settings import MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table

@@ -7,7 +7,7 @@ import os
 
 from pyspark.sql import SparkSession
 
-from dv_assets.mirror.iceberg.snapshots import DELTA_VERSION_PROPERTY
+from dv_assets.mirror.iceberg.mirror_table import DELTA_VERSION_SUMMARY
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
 from tests.helpers.rows import sorted_rows
 
@@ -22,7 +22,7 @@ def snapshots_by_delta_version(catalog: CatalogConfig, table_name: str) -> dict[
     table = catalog.pyiceberg_catalog().load_table(table_name)
     found: dict[int, int] = {}
     for snapshot in table.snapshots():
-        value = None if snapshot.summary is None else snapshot.summary[DELTA_VERSION_PROPERTY]
+        value = None if snapshot.summary is None else snapshot.summary[DELTA_VERSION_SUMMARY]
         if value is None:
             continue
         version = int(value)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from dv_assets.mirror.iceberg.snapshots import DELTA_VERSION_PROPERTY
+from dv_assets.mirror.iceberg.mirror_table import DELTA_VERSION_SUMMARY
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, MirrorSettings, parse_property
 from dv_assets.mirror.spark import get_or_create_spark
 from tests.helpers.readers import delta_spark_rows
@@ -45,7 +45,7 @@ def read_iceberg(spark, table: str) -> dict[int, list[dict]]:
     name = f"{ICEBERG_CATALOG_NAME}.{table}"
     found: dict[int, list[dict]] = {}
     for row in spark.sql(f"SELECT snapshot_id, summary FROM {name}.snapshots").collect():
-        version = row["summary"].get(DELTA_VERSION_PROPERTY)
+        version = row["summary"].get(DELTA_VERSION_SUMMARY)
         if version is not None:
             df = spark.sql(f"SELECT * FROM {name} VERSION AS OF {row['snapshot_id']}")
             found[int(version)] = sorted_rows(df.toArrow().to_pylist())

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from dv_assets.mirror.iceberg.snapshots import DELTA_VERSION_PROPERTY
+from dv_assets.mirror.iceberg.mirror_table import DELTA_VERSION_SUMMARY
 from dv_assets.mirror.settings import CatalogConfig
 from tests.helpers.paths import DELTA_FIXTURES, DVMIRROR, REPO_ROOT, expected_rows
 from tests.helpers.readers import pyiceberg_rows
@@ -78,9 +78,9 @@ def _spark_job(job: str, target: str, properties: Mapping[str, str]) -> dict[int
 def _pyiceberg_versions(catalog: CatalogConfig, table: str) -> dict[int, list[dict]]:
     loaded = catalog.pyiceberg_catalog().load_table(table)
     versions = {
-        int(s.summary[DELTA_VERSION_PROPERTY]): s.snapshot_id
+        int(s.summary[DELTA_VERSION_SUMMARY]): s.snapshot_id
         for s in loaded.snapshots()
-        if s.summary is not None and s.summary[DELTA_VERSION_PROPERTY] is not None
+        if s.summary is not None and s.summary[DELTA_VERSION_SUMMARY] is not None
     }
     return {v: pyiceberg_rows(catalog, table, sid) for v, sid in versions.items()}
 

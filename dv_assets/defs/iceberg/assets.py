@@ -26,7 +26,8 @@ from dv_assets.defs.delta.assets import partition_key, version_of
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.defs.table_metadata import iceberg_snapshot_metadata
 from dv_assets.mirror.errors import MirrorConflictError
-from dv_assets.mirror.iceberg.java import IcebergJava, Snapshot
+from dv_assets.mirror.iceberg.java import IcebergJava
+from dv_assets.mirror.iceberg.mirror_table import Snapshot
 from dv_assets.mirror.sync import VersionResult, sync_table
 from resources.spark import IcebergSparkResource
 
@@ -66,7 +67,7 @@ def existing_metadata(snapshot: Snapshot, table: str) -> dict[str, dg.MetadataVa
         "iceberg_table": dg.MetadataValue.text(table),
         "delta_version": dg.MetadataValue.int(snapshot.delta_version or 0),
         "snapshot_id": dg.MetadataValue.int(snapshot.snapshot_id),
-        "operation": dg.MetadataValue.text(summary.get("dvmirror.delta-operation", "")),
+        "operation": dg.MetadataValue.text(snapshot.delta_operation),
         "dvs_copied": dg.MetadataValue.int(
             int(summary.get("added-dvs", summary.get("added-delete-files", 0)))
         ),

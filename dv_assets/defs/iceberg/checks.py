@@ -39,8 +39,9 @@ from dv_assets.defs.sources import DeltaSource
 from dv_assets.defs.table_metadata import summary_row_count
 from dv_assets.mirror.delta.facts import dv_cardinalities, live_rows, live_rows_from_stats
 from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.iceberg.java import IcebergJava, MirrorTable, Snapshot
-from dv_assets.mirror.iceberg.snapshots import mirror_table_of
+from dv_assets.mirror.iceberg.java import IcebergJava
+from dv_assets.mirror.iceberg.mirror_table import MirrorTable, Snapshot
+from dv_assets.mirror.iceberg.pyiceberg_reader import mirror_table_of
 from resources.spark import IcebergSparkResource
 
 METADATA_ROW_COUNT = "metadata_row_count_matches"

@@ -20,41 +20,28 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
+from dv_assets.mirror.errors import MirrorConflictError
 from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
-from dv_assets.mirror.iceberg.snapshots import DELTA_VERSION_PROPERTY, delta_version_of
+from dv_assets.mirror.iceberg.mirror_table import (
+    DELTA_VERSION_SUMMARY,
+    GC_ENABLED_PROPERTY,
+    NAME_MAPPING_PROPERTY,
+    CommitOutcome,
+    CommitRequest,
+    MirrorTable,
+    NewTable,
+    Snapshot,
+    SnapshotFiles,
+)
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 
-DELTA_TABLE_PROPERTY = "dvmirror.delta-table"
-DELTA_TABLE_ID_PROPERTY = "dvmirror.delta-table-id"
-NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
-GC_ENABLED_PROPERTY = "gc.enabled"
-
-# Summary keys of a snapshot that changed the table's content (Iceberg's SnapshotSummary). A snapshot the
-# mirror did not write is tolerated only without any of them: metadata-only maintenance such as
-# rewrite_manifests.
-CONTENT_SUMMARY_KEYS = (
-    "added-data-files",
-    "deleted-data-files",
-    "added-delete-files",
-    "removed-delete-files",
-    "added-records",
-    "deleted-records",
-    "added-position-deletes",
-    "removed-position-deletes",
-    "added-equality-deletes",
-    "removed-equality-deletes",
-    "added-dvs",
-    "removed-dvs",
-)
 # Iceberg Java exceptions that mean "someone else committed first": the plan is stale, nothing landed.
 _CONFLICTS = (
     "org.apache.iceberg.exceptions.CommitFailedException",
@@ -64,122 +51,6 @@ _CONFLICTS = (
 _UNKNOWN_OUTCOME = "org.apache.iceberg.exceptions.CommitStateUnknownException"
 # The project's JVM helper (jvm/src/main/java/dev/dvmirror/ContentFileBatch.java).
 CONTENT_FILE_BATCH = "dev.dvmirror.ContentFileBatch"
-
-
-@dataclass(frozen=True)
-class Snapshot:
-    snapshot_id: int
-    parent_id: int | None
-    timestamp_ms: int
-    summary: Mapping[str, str]
-
-    @property
-    def delta_version(self) -> int | None:
-        """The Delta version this snapshot mirrors (None for a snapshot the mirror did not write)."""
-        return delta_version_of(self.summary)
-
-    @property
-    def changed_content(self) -> bool:
-        return any(self.summary.get(key, "0") not in ("0", "") for key in CONTENT_SUMMARY_KEYS)
-
-
-@dataclass(frozen=True)
-class MirrorTable:
-    """An Iceberg table as the mirror sees it, read once: a value, not a handle."""
-
-    name: str
-    location: str
-    format_version: int
-    properties: Mapping[str, str]
-    schema: dict[str, Any]  # Iceberg schema JSON (SchemaParser)
-    current_snapshot_id: int | None
-    snapshots: tuple[Snapshot, ...]  # in the table's order (oldest first)
-
-    @property
-    def current_snapshot(self) -> Snapshot | None:
-        return next((s for s in self.snapshots if s.snapshot_id == self.current_snapshot_id), None)
-
-    @property
-    def mirrored_base(self) -> Snapshot | None:
-        """The newest snapshot in the current lineage that the mirror wrote: what the table shows now.
-
-        Snapshots other writers added on top are tolerated when they changed no content (metadata-only
-        maintenance such as rewrite_manifests); one that did is refused, never mirrored over.
-        """
-        by_id = {s.snapshot_id: s for s in self.snapshots}
-        snapshot = self.current_snapshot
-        while snapshot is not None:
-            if snapshot.delta_version is not None:
-                return snapshot
-            if snapshot.changed_content:
-                raise MirrorInputError(
-                    f"Iceberg table {self.name}: snapshot {snapshot.snapshot_id} "
-                    f"({snapshot.summary.get('operation', 'unknown operation')}) changed the table's "
-                    "content outside dv-mirror; the mirror cannot be sure it is exact and refuses to "
-                    "continue (roll it back to the last dv-mirror snapshot, or mirror into a new table)"
-                )
-            snapshot = None if snapshot.parent_id is None else by_id.get(snapshot.parent_id)
-        return None
-
-    @property
-    def last_mirrored_version(self) -> int | None:
-        """The Delta version the table shows now (see `mirrored_base`)."""
-        base = self.mirrored_base
-        return None if base is None else base.delta_version
-
-    def mirror_snapshots(self) -> list[Snapshot]:
-        """Snapshots that carry a Delta version, oldest first."""
-        found = [s for s in self.snapshots if s.delta_version is not None]
-        return sorted(found, key=lambda s: (s.timestamp_ms, s.delta_version))
-
-    def snapshot_for_version(self, delta_version: int) -> Snapshot | None:
-        """The newest retained snapshot recording `delta_version`, if any."""
-        matching = [s for s in self.mirror_snapshots() if s.delta_version == delta_version]
-        return matching[-1] if matching else None
-
-
-@dataclass(frozen=True)
-class NewTable:
-    """What creating the mirror table needs; field ids are kept exactly as given."""
-
-    schema_json: dict[str, Any]
-    partition_spec_json: dict[str, Any]
-    properties: Mapping[str, str]
-
-
-@dataclass(frozen=True)
-class CommitRequest:
-    """Everything one Delta version changes on the Iceberg side: one snapshot."""
-
-    delta_version: int
-    summary: Mapping[str, str]
-    # The snapshot the plan was made against: the commit happens only while it is still current.
-    base_snapshot_id: int | None = None
-    add_data_files: tuple[DataFile, ...] = ()
-    remove_data_files: tuple[DataFile, ...] = ()
-    add_delete_files: tuple[DeleteFile, ...] = ()
-    remove_delete_files: tuple[DeleteFile, ...] = ()
-    # Set when the Delta schema changed: the table's new schema, field ids exactly as given, and the
-    # name mapping that goes with it.
-    schema_json: dict[str, Any] | None = None
-    name_mapping: list[dict[str, Any]] | None = None
-    # Table properties set in the same transaction (e.g. safety properties missing on older mirrors).
-    properties: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class CommitOutcome:
-    snapshot_id: int
-    schema: dict[str, Any]  # the table's schema after the commit
-
-
-@dataclass(frozen=True)
-class SnapshotFiles:
-    """The files one snapshot references besides data files: its manifest list and manifests
-    (Iceberg's metadata) and its delete files."""
-
-    metadata_files: frozenset[str] = field(default_factory=frozenset)
-    delete_files: frozenset[str] = field(default_factory=frozenset)
 
 
 class IcebergJava:
@@ -220,9 +91,6 @@ class IcebergJava:
             for key, value in self._spark.sparkContext.getConf().getAll()
             if key.startswith((f"{prefix}s3.", f"{prefix}client."))
         }
-
-    def exists(self, table_name: str) -> bool:
-        return bool(self._catalog.tableExists(self._identifier(table_name)))
 
     def load(self, table_name: str) -> MirrorTable | None:
         table = self._java_table(table_name)
@@ -417,7 +285,7 @@ class IcebergJava:
             staged = self._batch.stage(row_delta, str(path), spec)
         if staged != expected:
             raise RuntimeError(f"staged {staged} content files of {expected} for {request.delta_version}")
-        row_delta = row_delta.set(DELTA_VERSION_PROPERTY, str(request.delta_version))
+        row_delta = row_delta.set(DELTA_VERSION_SUMMARY, str(request.delta_version))
         for key, value in request.summary.items():
             row_delta = row_delta.set(key, value)
         row_delta.commit()

@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel, Field
 
-from dv_assets.mirror.iceberg.java import IcebergJava, SnapshotFiles
+from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.layout import MirrorLayout
+from dv_assets.mirror.iceberg.mirror_table import SnapshotFiles
 from dv_assets.mirror.io import FileIO
 
 

@@ -1,0 +1,185 @@
+"""The Iceberg side as values: the mirror table read once (`MirrorTable`, `Snapshot`), the requests that
+change it (`NewTable`, `CommitRequest`) and their outcome, and every table property and snapshot summary
+name the mirror writes or reads. No py4j and no pyiceberg here: `java.py` (Iceberg Java, in Spark) and
+`pyiceberg_reader.py` (no JVM) are two adapters producing these same values.
+
+"Where does the mirror stand" has one answer, `MirrorTable.mirrored_base`: the sync, the sensors and the
+checks all walk the lineage through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from dv_assets.mirror.errors import MirrorInputError
+from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
+
+# -- table properties the mirror writes -------------------------------------------------------------------
+DELTA_TABLE_PROPERTY = "dvmirror.delta-table"  # the Delta table's root: which table this one mirrors
+DELTA_TABLE_ID_PROPERTY = "dvmirror.delta-table-id"  # metaData.id: the same folder may hold another table
+DELTA_PARTITION_COLUMNS_PROPERTY = "dvmirror.delta-partition-columns"  # JSON list, in Delta's order
+NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
+GC_ENABLED_PROPERTY = "gc.enabled"
+# Properties every mirror table carries (older mirrors get them with their next commit):
+SAFETY_PROPERTIES: Mapping[str, str] = {
+    # No Iceberg procedure (expire_snapshots, remove_orphan_files) and no DROP TABLE ... PURGE may
+    # delete the table's data files: they are Delta's. The mirror's own cleanup works around it.
+    GC_ENABLED_PROPERTY: "false",
+    # Every version rewrites metadata.json; keep a bounded history instead of all of them.
+    "write.metadata.delete-after-commit.enabled": "true",
+    "write.metadata.previous-versions-max": "20",
+    # The mirror re-plans from the log after a conflict; Iceberg must not re-apply a stale plan.
+    "commit.retry.num-retries": "0",
+}
+
+# -- snapshot summary keys the mirror writes --------------------------------------------------------------
+DELTA_VERSION_SUMMARY = "dvmirror.delta-version"  # the Delta version a snapshot mirrors
+DELTA_OPERATION_SUMMARY = "dvmirror.delta-operation"  # that version's commitInfo.operation
+DELTA_TIMESTAMP_SUMMARY = "dvmirror.delta-timestamp"  # that version's commitInfo.timestamp
+
+# Summary keys of a snapshot that changed the table's content (Iceberg's SnapshotSummary). A snapshot the
+# mirror did not write is tolerated only without any of them: metadata-only maintenance such as
+# rewrite_manifests.
+CONTENT_SUMMARY_KEYS = (
+    "added-data-files",
+    "deleted-data-files",
+    "added-delete-files",
+    "removed-delete-files",
+    "added-records",
+    "deleted-records",
+    "added-position-deletes",
+    "removed-position-deletes",
+    "added-equality-deletes",
+    "removed-equality-deletes",
+    "added-dvs",
+    "removed-dvs",
+)
+
+
+def delta_version_of(summary: Mapping[str, str] | None) -> int | None:
+    """The Delta version a snapshot summary records (None for a snapshot the mirror did not write)."""
+    value = None if summary is None else summary.get(DELTA_VERSION_SUMMARY)
+    return None if value is None else int(value)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    snapshot_id: int
+    parent_id: int | None
+    timestamp_ms: int
+    summary: Mapping[str, str]
+
+    @property
+    def delta_version(self) -> int | None:
+        """The Delta version this snapshot mirrors (None for a snapshot the mirror did not write)."""
+        return delta_version_of(self.summary)
+
+    @property
+    def delta_operation(self) -> str:
+        """The Delta operation this snapshot mirrors ('' when unknown)."""
+        return self.summary.get(DELTA_OPERATION_SUMMARY, "")
+
+    @property
+    def changed_content(self) -> bool:
+        return any(self.summary.get(key, "0") not in ("0", "") for key in CONTENT_SUMMARY_KEYS)
+
+
+@dataclass(frozen=True)
+class MirrorTable:
+    """An Iceberg table as the mirror sees it, read once: a value, not a handle."""
+
+    name: str
+    location: str
+    format_version: int
+    properties: Mapping[str, str]
+    schema: dict[str, Any]  # Iceberg schema JSON (SchemaParser)
+    current_snapshot_id: int | None
+    snapshots: tuple[Snapshot, ...]  # in the table's order (oldest first)
+
+    @property
+    def current_snapshot(self) -> Snapshot | None:
+        return next((s for s in self.snapshots if s.snapshot_id == self.current_snapshot_id), None)
+
+    @property
+    def mirrored_base(self) -> Snapshot | None:
+        """The newest snapshot in the current lineage that the mirror wrote: what the table shows now.
+
+        Snapshots other writers added on top are tolerated when they changed no content (metadata-only
+        maintenance such as rewrite_manifests); one that did is refused, never mirrored over.
+        """
+        by_id = {s.snapshot_id: s for s in self.snapshots}
+        snapshot = self.current_snapshot
+        while snapshot is not None:
+            if snapshot.delta_version is not None:
+                return snapshot
+            if snapshot.changed_content:
+                raise MirrorInputError(
+                    f"Iceberg table {self.name}: snapshot {snapshot.snapshot_id} "
+                    f"({snapshot.summary.get('operation', 'unknown operation')}) changed the table's "
+                    "content outside dv-mirror; the mirror cannot be sure it is exact and refuses to "
+                    "continue (roll it back to the last dv-mirror snapshot, or mirror into a new table)"
+                )
+            snapshot = None if snapshot.parent_id is None else by_id.get(snapshot.parent_id)
+        return None
+
+    @property
+    def last_mirrored_version(self) -> int | None:
+        """The Delta version the table shows now (see `mirrored_base`)."""
+        base = self.mirrored_base
+        return None if base is None else base.delta_version
+
+    def mirror_snapshots(self) -> list[Snapshot]:
+        """Snapshots that carry a Delta version, oldest first."""
+        found = [s for s in self.snapshots if s.delta_version is not None]
+        return sorted(found, key=lambda s: (s.timestamp_ms, s.delta_version))
+
+    def snapshot_for_version(self, delta_version: int) -> Snapshot | None:
+        """The newest retained snapshot recording `delta_version`, if any."""
+        matching = [s for s in self.mirror_snapshots() if s.delta_version == delta_version]
+        return matching[-1] if matching else None
+
+
+@dataclass(frozen=True)
+class NewTable:
+    """What creating the mirror table needs; field ids are kept exactly as given."""
+
+    schema_json: dict[str, Any]
+    partition_spec_json: dict[str, Any]
+    properties: Mapping[str, str]
+
+
+@dataclass(frozen=True)
+class CommitRequest:
+    """Everything one Delta version changes on the Iceberg side: one snapshot."""
+
+    delta_version: int
+    summary: Mapping[str, str]
+    # The snapshot the plan was made against: the commit happens only while it is still current.
+    base_snapshot_id: int | None = None
+    add_data_files: tuple[DataFile, ...] = ()
+    remove_data_files: tuple[DataFile, ...] = ()
+    add_delete_files: tuple[DeleteFile, ...] = ()
+    remove_delete_files: tuple[DeleteFile, ...] = ()
+    # Set when the Delta schema changed: the table's new schema, field ids exactly as given, and the
+    # name mapping that goes with it.
+    schema_json: dict[str, Any] | None = None
+    name_mapping: list[dict[str, Any]] | None = None
+    # Table properties set in the same transaction (e.g. safety properties missing on older mirrors).
+    properties: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CommitOutcome:
+    snapshot_id: int
+    schema: dict[str, Any]  # the table's schema after the commit
+
+
+@dataclass(frozen=True)
+class SnapshotFiles:
+    """The files one snapshot references besides data files: its manifest list and manifests
+    (Iceberg's metadata) and its delete files."""
+
+    metadata_files: frozenset[str] = field(default_factory=frozenset)
+    delete_files: frozenset[str] = field(default_factory=frozenset)
