@@ -22,7 +22,7 @@ from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, MirrorSettings
 
 LOG4J2_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
 
-# Keep in step with jvm/pom.xml and jvm/s3/pom.xml.
+# The direct dependencies of jvm/pom.xml and jvm/s3/pom.xml (tests/test_jvm_coordinates.py holds them equal).
 SPARK_PACKAGES = (
     "io.delta:delta-spark_4.1_2.13:4.4.0",
     "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0",
