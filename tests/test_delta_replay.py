@@ -206,6 +206,46 @@ def test_metadata_and_protocol_changes_are_flagged(tmp_path: Path) -> None:
     assert two.metadata_changed and two.metadata.configuration == wider["configuration"]
 
 
+def test_commit_info_is_parsed_once_into_typed_fields(tmp_path: Path) -> None:
+    typed = {
+        "timestamp": 1700000000123,
+        "inCommitTimestamp": 1700000000456,
+        "operation": "DELETE",
+        "operationParameters": {"predicate": '["id = 1"]'},
+        "engineInfo": "x",
+    }
+    # A free-form action: values of another type than Delta writes read as unknown, never guessed.
+    odd = {"timestamp": "1700000000999", "operation": 7, "operationParameters": "p"}
+    root = write_log(
+        tmp_path,
+        [
+            base_commit(add("a.parquet")),
+            [{"commitInfo": typed}],
+            [{"commitInfo": odd}],
+            [{"commitInfo": "x"}],
+        ],
+    )
+    table = DeltaTable(root)
+    zero, one, two = table.changes(0, 2)
+    info = one.commit_info
+    assert (info.timestamp, info.in_commit_timestamp, info.operation) == (
+        1700000000123,
+        1700000000456,
+        "DELETE",
+    )
+    assert info.operation_parameters == {"predicate": '["id = 1"]'} and info.raw == typed == info
+    assert info.timestamp_text == "1700000000123" and one.operation == "DELETE"
+    assert table.commit_info(1) == info and table.commit_info(0) == zero.commit_info
+    assert (zero.commit_info.timestamp, zero.commit_info.operation) == (1, "WRITE")
+    weird = two.commit_info
+    assert (weird.timestamp, weird.timestamp_text, weird.operation, two.operation) == (None, "", None, None)
+    assert weird.operation_parameters == {"value": "p"} and weird.raw == odd
+    with pytest.raises(MirrorInputError, match="commitInfo action is not a JSON object") as err:
+        table.commit_info(3)
+    assert (err.value.table, err.value.version) == (str(root), 3)
+    assert err.value.file.endswith(f"{3:020d}.json")
+
+
 # --- checkpoints ---------------------------------------------------------------------------------
 
 DV_TYPE = pa.struct(

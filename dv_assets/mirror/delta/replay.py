@@ -23,6 +23,7 @@ from pathlib import Path
 from dv_assets.mirror.delta.actions import (
     AddFile,
     CommitActions,
+    CommitInfo,
     Metadata,
     Protocol,
     ValuePool,
@@ -48,7 +49,7 @@ class VersionChange:
     """What version `version` changed relative to `version - 1`, reconciled on location and DV id."""
 
     version: int
-    commit_info: dict
+    commit_info: CommitInfo  # an empty CommitInfo when the commit has none
     protocol: Protocol  # current after the commit
     metadata: Metadata  # current after the commit
     metadata_changed: bool
@@ -124,7 +125,7 @@ class DeltaTable:
         """The oldest version the log can reconstruct, with every later commit still present."""
         return _oldest_version(self._log.list(), self.table_root)
 
-    def commit_info(self, version: int) -> dict | None:
+    def commit_info(self, version: int) -> CommitInfo | None:
         """The commitInfo of a version's commit, or None when the log no longer holds that commit."""
         listing = self._log.list()
         if version not in listing.commits:
@@ -268,12 +269,12 @@ class DeltaTable:
             removed=removed,
             dv_changed=dv_changed,
             data_change=commit.data_change,
-            operation=commit.commit_info.get("operation"),
+            operation=commit.commit_info.operation,
         )
 
     def _whole_state_change(self, listing: LogListing, replay: _Replay) -> VersionChange:
         """The change of a version nothing before survives of: its whole state, added to nothing."""
-        commit_info: dict = {}
+        commit_info = CommitInfo()
         if replay.version in listing.commits:
             commit_info = self._read_commit(
                 listing, replay.version, ValuePool(), keep_stats=False
