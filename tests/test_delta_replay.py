@@ -161,6 +161,73 @@ def test_same_dv_remove_and_add_is_no_change_and_stale_removes_are_ignored(tmp_p
     assert names(table.state(2).files.values()) == ["a.parquet", "b.parquet"]
 
 
+@pytest.mark.parametrize(
+    ("commit", "action"),
+    [
+        # Another DV id for the live file, and its entry not removed: two logical files on one path.
+        ([add("part-0.parquet", dv("dv2"))], "add of 'part-0.parquet' with DV udv2@1"),
+        ([add("part-0.parquet")], "add of 'part-0.parquet' with DV None"),
+        # The same location spelled otherwise (absolute URI, an escaped character): the same DV id, but
+        # another file to delta-kernel-rs and delta-rs, which would read the rows twice.
+        ([add("file://{root}/part-0.parquet", dv("dv1"))], "add of 'file://{root}/part-0.parquet'"),
+        ([add("part%2D0.parquet", dv("dv1"))], "add of 'part%2D0.parquet' with DV udv1@1"),
+        # A DV update whose remove spells the path otherwise: delta-kernel-rs would keep the old entry too.
+        (
+            [remove("part%2D0.parquet", dv("dv1")), add("part-0.parquet", dv("dv2"))],
+            "remove of 'part%2D0.parquet'",
+        ),
+        # Added twice by one commit, under two DV ids.
+        ([add("new.parquet"), add("new.parquet", dv("dv3"))], "add of 'new.parquet' with DV udv3@1"),
+    ],
+    ids=["other-dv", "dv-dropped", "absolute-uri", "escaped", "remove-respelled", "twice-in-commit"],
+)
+def test_a_file_live_twice_is_refused_by_name(tmp_path: Path, commit: list[dict], action: str) -> None:
+    commit = json.loads(json.dumps(commit).replace("{root}", str(tmp_path)))
+    root = write_log(tmp_path, [base_commit(add("part-0.parquet", dv("dv1"))), [info("WRITE"), *commit]])
+    table = DeltaTable(root)
+    assert len(table.state(0).files) == 1
+    for read in (
+        lambda: table.state(1),
+        lambda: list(table.changes(0, 1)),
+        lambda: list(table.changes(1, 1)),
+    ):
+        with pytest.raises(MirrorInputError) as err:
+            read()
+        assert (err.value.table, err.value.version) == (str(root), 1)
+        assert Path(err.value.file).name in {"part-0.parquet", "new.parquet"}
+        assert err.value.reason.startswith(action.replace("{root}", str(tmp_path))), err.value.reason
+        assert "the log is invalid, refused" in err.value.reason
+
+
+def test_identical_re_adds_and_dv_updates_in_either_order_stay_legal(tmp_path: Path) -> None:
+    root = write_log(
+        tmp_path,
+        [
+            base_commit(add("part-0.parquet", dv("dv1")), add("b%20c.parquet")),
+            # The same logical file (path as written, DV id) added again without a remove, e.g. with
+            # recomputed stats: one entry to every reader.
+            [info("COMPUTE STATS"), add("part-0.parquet", dv("dv1"), data_change=False, rows=11)],
+            # A DV update written add first (as in log-replay-dv-key-cases), and an escaped path kept.
+            [
+                info("DELETE"),
+                add("part-0.parquet", dv("dv2")),
+                remove("part-0.parquet", dv("dv1")),
+                remove("b%20c.parquet"),
+                add("b%20c.parquet", dv("dv3")),
+            ],
+        ],
+    )
+    table = DeltaTable(root)
+    one, two = table.changes(1, 2)
+    assert (one.added, one.removed, one.dv_changed) == ([], [], [])
+    assert table.state(1).files[f"{root}/part-0.parquet"].num_records == 11
+    assert {(b.dv_unique_id, a.dv_unique_id) for b, a in two.dv_changed} == {
+        (None, "udv3@1"),
+        ("udv1@1", "udv2@1"),
+    }
+    assert names(table.state(2).files.values()) == ["b c.parquet", "part-0.parquet"]
+
+
 def test_missing_commit_info_stats_and_unknown_actions_are_tolerated(tmp_path: Path) -> None:
     root = write_log(
         tmp_path,
@@ -410,6 +477,15 @@ def test_multi_part_checkpoint_and_incomplete_parts(tmp_path: Path) -> None:
     (log / f"{1:020d}.checkpoint.{2:010d}.{3:010d}.parquet").unlink()
     with pytest.raises(MirrorInputError, match="cannot be reconstructed"):
         DeltaTable(root).state(2)
+
+
+def test_a_checkpoint_listing_a_file_twice_is_refused(tmp_path: Path) -> None:
+    root = checkpointed_log(tmp_path)
+    twice = checkpoint_add(f"file://{root}/a.parquet", dv("dv1", 2), 10)
+    write_parquet(root / "_delta_log" / f"{1:020d}.checkpoint.parquet", [*checkpoint_rows(), twice])
+    with pytest.raises(MirrorInputError, match="the checkpoint lists the data file twice") as err:
+        DeltaTable(root).state(2)
+    assert (err.value.table, err.value.version, err.value.file) == (str(root), 1, f"{root}/a.parquet")
 
 
 @pytest.mark.parametrize("top_level_format", ["json", "parquet"])
