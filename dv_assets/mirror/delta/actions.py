@@ -95,7 +95,7 @@ class DeletionVectorDescriptor:
 
     storage_type: str  # u: relative file named by a UUID, i: inline Z85, p: absolute path
     path_or_inline_dv: str
-    offset: int | None
+    offset: int | None  # None for inline DVs; a u / p DV without one is refused when read (dv/reader.py)
     size_in_bytes: int
     cardinality: int
 
