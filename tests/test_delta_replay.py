@@ -592,6 +592,113 @@ def test_a_sidecar_outside_the_sidecars_folder_is_refused(tmp_path: Path, path: 
     assert err.value.version == 1
 
 
+# --- column mapping: the configuration's mode takes effect only where the protocol supports it -----------
+
+NAME_MODE = {
+    **METADATA,
+    "schemaString": json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+                {"name": "p", "type": "string", "nullable": True, "metadata": {}},
+            ],
+        }
+    ),
+    "partitionColumns": ["p"],
+    "configuration": {"delta.columnMapping.mode": "name"},
+}
+ANNOTATED = {
+    **NAME_MODE,
+    "schemaString": json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": n, "type": t, "nullable": True, "metadata": {"delta.columnMapping.id": i, **phys}}
+                for n, t, i, phys in [
+                    ("id", "long", 1, {"delta.columnMapping.physicalName": "col-1"}),
+                    ("p", "string", 2, {"delta.columnMapping.physicalName": "col-2"}),
+                ]
+            ],
+        }
+    ),
+}
+FEATURES = {"minReaderVersion": 3, "minWriterVersion": 7}
+
+
+@pytest.mark.parametrize(
+    ("protocol", "mode"),
+    [
+        ({"minReaderVersion": 1, "minWriterVersion": 2}, "none"),
+        ({**FEATURES, "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}, "none"),
+        # Not a table feature unless in writerFeatures, as delta-kernel-rs reads the protocol.
+        ({**FEATURES, "readerFeatures": ["columnMapping"], "writerFeatures": ["deletionVectors"]}, "none"),
+        ({"minReaderVersion": 2, "minWriterVersion": 5}, "name"),
+        ({**FEATURES, "readerFeatures": ["columnMapping"], "writerFeatures": ["columnMapping"]}, "name"),
+        # Delta Spark once listed it in writerFeatures only (delta-io/delta#3154): still column-mapped.
+        ({**FEATURES, "readerFeatures": ["deletionVectors"], "writerFeatures": ["columnMapping"]}, "name"),
+    ],
+    ids=["legacy-1", "features-without", "reader-list-only", "legacy-2", "feature", "writer-list-only"],
+)
+def test_column_mapping_mode_follows_the_protocol(tmp_path: Path, protocol: dict, mode: str) -> None:
+    partitioned = add("p=x/a.parquet")
+    partitioned["add"]["partitionValues"] = {"p": "x"}
+    root = write_log(
+        tmp_path, [[info("WRITE"), {"protocol": protocol}, {"metaData": NAME_MODE}, partitioned]]
+    )
+    table = DeltaTable(root)
+    state = table.state(0)
+    (change,) = table.changes(0, 0)
+    for metadata in (state.metadata, change.metadata):
+        assert metadata.configuration == {"delta.columnMapping.mode": "name"}
+        assert metadata.column_mapping_mode == mode
+        assert metadata.physical_names == {"id": "id", "p": "p"}
+
+
+def test_a_protocol_upgrade_alone_switches_column_mapping_on(tmp_path: Path) -> None:
+    root = write_log(
+        tmp_path,
+        [
+            [
+                info("WRITE"),
+                {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+                {"metaData": NAME_MODE},
+            ],
+            [info("UPGRADE PROTOCOL"), {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}],
+            [info("WRITE"), add("p=y/b.parquet")],
+        ],
+    )
+    zero, one, two = DeltaTable(root).changes(0, 2)
+    assert [c.metadata.column_mapping_mode for c in (zero, one, two)] == ["none", "name", "name"]
+    assert [(c.protocol_changed, c.metadata_changed) for c in (one, two)] == [(True, True), (False, False)]
+    (mid,) = DeltaTable(root).changes(1, 1)
+    assert mid.metadata_changed and mid.metadata.column_mapping_mode == "name"
+
+
+def test_column_mapping_annotations_under_a_protocol_without_it_are_refused(tmp_path: Path) -> None:
+    root = write_log(
+        tmp_path,
+        [
+            [
+                info("WRITE"),
+                {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}},
+                {"metaData": ANNOTATED},
+            ],
+            # Back to a protocol without column mapping: the files' physical names would be ignored.
+            [info("X"), {"protocol": PROTOCOL}],
+        ],
+    )
+    table = DeltaTable(root)
+    assert table.state(0).metadata.physical_names == {"id": "col-1", "p": "col-2"}
+    for read in (lambda: table.state(1), lambda: list(table.changes(0, 1))):
+        with pytest.raises(UnsupportedFeatureError, match="does not support column mapping") as err:
+            read()
+        assert (err.value.table, err.value.version) == (str(root), 1)
+        assert "'name'" in err.value.reason and "writerFeatures ['deletionVectors']" in err.value.reason
+    # Not enforced (the Dagster sensors' view of a table): the mode readers following the protocol apply.
+    assert DeltaTable(root, enforce_protocol=False).state(1).metadata.column_mapping_mode == "none"
+
+
 # --- compact state: stats text kept only while someone may read it; checkpoints streamed ---------------
 
 

@@ -294,6 +294,10 @@ class Metadata:
     name: str | None = None
     description: str | None = None
     format_provider: str = "parquet"
+    # Whether the table's protocol lets the configuration's column mapping mode take effect; None when
+    # the protocol is not known (then the configuration alone decides). Replay sets it on every Metadata
+    # it hands out (`with_protocol`). Not part of equality: the metaData action is the same.
+    column_mapping_supported: bool | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def schema(self) -> dict:
@@ -304,8 +308,18 @@ class Metadata:
 
     @property
     def column_mapping_mode(self) -> column_mapping.ColumnMappingMode:
-        """'none', 'name' or 'id'; partition values and stats use physical names unless 'none'."""
-        return column_mapping.mode_of(self.configuration)
+        """The mode readers apply, 'none', 'name' or 'id'; partition values and stats use physical names
+        unless 'none'. The configuration's mode, but 'none' where the protocol does not support column
+        mapping (delta-kernel-rs reads such a table by logical names)."""
+        mode = column_mapping.mode_of(self.configuration)  # an unknown mode is refused either way
+        return "none" if self.column_mapping_supported is False else mode
+
+    def with_protocol(self, protocol: Protocol) -> Metadata:
+        """This metadata as it reads under `protocol` (the same object when that changes nothing)."""
+        supported = column_mapping.supported_by(protocol)
+        if supported == self.column_mapping_supported:
+            return self
+        return dataclasses.replace(self, column_mapping_supported=supported)
 
     @property
     def physical_names(self) -> dict[str, str]:

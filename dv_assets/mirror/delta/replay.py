@@ -27,6 +27,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dv_assets.mirror.delta import column_mapping
 from dv_assets.mirror.delta.actions import (
     AddFile,
     CommitActions,
@@ -38,7 +39,7 @@ from dv_assets.mirror.delta.actions import (
 )
 from dv_assets.mirror.delta.log import DeltaLog, LogListing
 from dv_assets.mirror.delta.paths import table_root_of
-from dv_assets.mirror.delta.protocol import check_protocol
+from dv_assets.mirror.delta.protocol import check_column_mapping, check_protocol
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.io import FileIO
 
@@ -295,10 +296,13 @@ class DeltaTable:
         dv_changed = [(before, replay.files[after.location]) for before, after in dv_changed]
         protocol_changed = commit.protocol is not None and commit.protocol != replay.protocol
         metadata_changed = commit.metadata is not None and commit.metadata != replay.metadata
+        before = replay.protocol
         replay.protocol = commit.protocol or replay.protocol
         replay.metadata = commit.metadata or replay.metadata
         replay.version = version
         protocol, metadata = self._checked(replay)
+        # A protocol change alone can switch the column mapping mode readers apply: a schema change too.
+        metadata_changed = metadata_changed or _mapping_switched(before, protocol, metadata)
         return VersionChange(
             version=version,
             commit_info=commit.commit_info,
@@ -339,9 +343,22 @@ class DeltaTable:
                 version=replay.version,
             )
         assert replay.protocol is not None and replay.metadata is not None
+        # Kept on the replay: later versions under the same protocol hand out this very object.
+        replay.metadata = replay.metadata.with_protocol(replay.protocol)
         if self.enforce_protocol:
             check_protocol(replay.protocol, table=self.table_root, version=replay.version)
+            check_column_mapping(
+                replay.protocol, replay.metadata, table=self.table_root, version=replay.version
+            )
         return replay.protocol, replay.metadata
+
+
+def _mapping_switched(before: Protocol | None, after: Protocol, metadata: Metadata) -> bool:
+    """Whether the protocol change from `before` to `after` switched the configuration's column mapping
+    mode on or off (a mode string even unknown counts: reading it refuses it later)."""
+    if before is None or metadata.configuration.get(column_mapping.MODE_KEY, "none") == "none":
+        return False
+    return column_mapping.supported_by(before) != column_mapping.supported_by(after)
 
 
 def _drop_stats(files: dict[str, AddFile], handed_out: Iterable[AddFile]) -> None:
