@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from dv_assets.mirror.errors import MirrorInputError
+from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.paths import DELTA_FIXTURES, DVMIRROR, REPO_ROOT
@@ -125,6 +125,22 @@ def test_corrupted_dv_refused_then_repaired(spark, catalog, copy_fixture, fmt: i
         assert done.mirrored_versions == [1], case
         assert _rows(spark, table_name) == list(range(1, 9)), case
         assert _state(catalog, table_name)[1:] == ("1", 2), case
+
+
+def test_file_dv_without_offset_refused_at_its_version(spark, catalog, copy_fixture) -> None:
+    """Without `offset`, Delta Spark reads the DV from byte 0 (and fails), delta-kernel-rs from byte 1:
+    the mirror must not pick one."""
+    root = copy_fixture(SMALL)
+    text = (root / COMMIT_1).read_text()
+    assert text.count('"offset":1,') == 1
+    (root / COMMIT_1).write_text(text.replace('"offset":1,', ""))
+    table_name = "bad.dv_without_offset"
+    with pytest.raises(InvalidDeletionVectorError, match="has no offset") as refused:
+        sync_table(spark, root, table_name)
+    err = refused.value
+    assert (err.table, err.version, err.file) == (str(root), 1, str(root / DATA_NAME)), err.one_line()
+    assert _state(catalog, table_name)[1:] == ("0", 1)
+    assert _rows(spark, table_name) == list(range(10))
 
 
 def _run(tmp: Path, command: list[str]) -> subprocess.CompletedProcess:

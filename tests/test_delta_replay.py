@@ -161,6 +161,73 @@ def test_same_dv_remove_and_add_is_no_change_and_stale_removes_are_ignored(tmp_p
     assert names(table.state(2).files.values()) == ["a.parquet", "b.parquet"]
 
 
+@pytest.mark.parametrize(
+    ("commit", "action"),
+    [
+        # Another DV id for the live file, and its entry not removed: two logical files on one path.
+        ([add("part-0.parquet", dv("dv2"))], "add of 'part-0.parquet' with DV udv2@1"),
+        ([add("part-0.parquet")], "add of 'part-0.parquet' with DV None"),
+        # The same location spelled otherwise (absolute URI, an escaped character): the same DV id, but
+        # another file to delta-kernel-rs and delta-rs, which would read the rows twice.
+        ([add("file://{root}/part-0.parquet", dv("dv1"))], "add of 'file://{root}/part-0.parquet'"),
+        ([add("part%2D0.parquet", dv("dv1"))], "add of 'part%2D0.parquet' with DV udv1@1"),
+        # A DV update whose remove spells the path otherwise: delta-kernel-rs would keep the old entry too.
+        (
+            [remove("part%2D0.parquet", dv("dv1")), add("part-0.parquet", dv("dv2"))],
+            "remove of 'part%2D0.parquet'",
+        ),
+        # Added twice by one commit, under two DV ids.
+        ([add("new.parquet"), add("new.parquet", dv("dv3"))], "add of 'new.parquet' with DV udv3@1"),
+    ],
+    ids=["other-dv", "dv-dropped", "absolute-uri", "escaped", "remove-respelled", "twice-in-commit"],
+)
+def test_a_file_live_twice_is_refused_by_name(tmp_path: Path, commit: list[dict], action: str) -> None:
+    commit = json.loads(json.dumps(commit).replace("{root}", str(tmp_path)))
+    root = write_log(tmp_path, [base_commit(add("part-0.parquet", dv("dv1"))), [info("WRITE"), *commit]])
+    table = DeltaTable(root)
+    assert len(table.state(0).files) == 1
+    for read in (
+        lambda: table.state(1),
+        lambda: list(table.changes(0, 1)),
+        lambda: list(table.changes(1, 1)),
+    ):
+        with pytest.raises(MirrorInputError) as err:
+            read()
+        assert (err.value.table, err.value.version) == (str(root), 1)
+        assert Path(err.value.file).name in {"part-0.parquet", "new.parquet"}
+        assert err.value.reason.startswith(action.replace("{root}", str(tmp_path))), err.value.reason
+        assert "the log is invalid, refused" in err.value.reason
+
+
+def test_identical_re_adds_and_dv_updates_in_either_order_stay_legal(tmp_path: Path) -> None:
+    root = write_log(
+        tmp_path,
+        [
+            base_commit(add("part-0.parquet", dv("dv1")), add("b%20c.parquet")),
+            # The same logical file (path as written, DV id) added again without a remove, e.g. with
+            # recomputed stats: one entry to every reader.
+            [info("COMPUTE STATS"), add("part-0.parquet", dv("dv1"), data_change=False, rows=11)],
+            # A DV update written add first (as in log-replay-dv-key-cases), and an escaped path kept.
+            [
+                info("DELETE"),
+                add("part-0.parquet", dv("dv2")),
+                remove("part-0.parquet", dv("dv1")),
+                remove("b%20c.parquet"),
+                add("b%20c.parquet", dv("dv3")),
+            ],
+        ],
+    )
+    table = DeltaTable(root)
+    one, two = table.changes(1, 2)
+    assert (one.added, one.removed, one.dv_changed) == ([], [], [])
+    assert table.state(1).files[f"{root}/part-0.parquet"].num_records == 11
+    assert {(b.dv_unique_id, a.dv_unique_id) for b, a in two.dv_changed} == {
+        (None, "udv3@1"),
+        ("udv1@1", "udv2@1"),
+    }
+    assert names(table.state(2).files.values()) == ["b c.parquet", "part-0.parquet"]
+
+
 def test_missing_commit_info_stats_and_unknown_actions_are_tolerated(tmp_path: Path) -> None:
     root = write_log(
         tmp_path,
@@ -204,6 +271,46 @@ def test_metadata_and_protocol_changes_are_flagged(tmp_path: Path) -> None:
     assert zero.metadata_changed and zero.protocol_changed
     assert not one.metadata_changed and not one.protocol_changed
     assert two.metadata_changed and two.metadata.configuration == wider["configuration"]
+
+
+def test_commit_info_is_parsed_once_into_typed_fields(tmp_path: Path) -> None:
+    typed = {
+        "timestamp": 1700000000123,
+        "inCommitTimestamp": 1700000000456,
+        "operation": "DELETE",
+        "operationParameters": {"predicate": '["id = 1"]'},
+        "engineInfo": "x",
+    }
+    # A free-form action: values of another type than Delta writes read as unknown, never guessed.
+    odd = {"timestamp": "1700000000999", "operation": 7, "operationParameters": "p"}
+    root = write_log(
+        tmp_path,
+        [
+            base_commit(add("a.parquet")),
+            [{"commitInfo": typed}],
+            [{"commitInfo": odd}],
+            [{"commitInfo": "x"}],
+        ],
+    )
+    table = DeltaTable(root)
+    zero, one, two = table.changes(0, 2)
+    info = one.commit_info
+    assert (info.timestamp, info.in_commit_timestamp, info.operation) == (
+        1700000000123,
+        1700000000456,
+        "DELETE",
+    )
+    assert info.operation_parameters == {"predicate": '["id = 1"]'} and info.raw == typed == info
+    assert info.timestamp_text == "1700000000123" and one.operation == "DELETE"
+    assert table.commit_info(1) == info and table.commit_info(0) == zero.commit_info
+    assert (zero.commit_info.timestamp, zero.commit_info.operation) == (1, "WRITE")
+    weird = two.commit_info
+    assert (weird.timestamp, weird.timestamp_text, weird.operation, two.operation) == (None, "", None, None)
+    assert weird.operation_parameters == {"value": "p"} and weird.raw == odd
+    with pytest.raises(MirrorInputError, match="commitInfo action is not a JSON object") as err:
+        table.commit_info(3)
+    assert (err.value.table, err.value.version) == (str(root), 3)
+    assert err.value.file.endswith(f"{3:020d}.json")
 
 
 # --- checkpoints ---------------------------------------------------------------------------------
@@ -372,6 +479,15 @@ def test_multi_part_checkpoint_and_incomplete_parts(tmp_path: Path) -> None:
         DeltaTable(root).state(2)
 
 
+def test_a_checkpoint_listing_a_file_twice_is_refused(tmp_path: Path) -> None:
+    root = checkpointed_log(tmp_path)
+    twice = checkpoint_add(f"file://{root}/a.parquet", dv("dv1", 2), 10)
+    write_parquet(root / "_delta_log" / f"{1:020d}.checkpoint.parquet", [*checkpoint_rows(), twice])
+    with pytest.raises(MirrorInputError, match="the checkpoint lists the data file twice") as err:
+        DeltaTable(root).state(2)
+    assert (err.value.table, err.value.version, err.value.file) == (str(root), 1, f"{root}/a.parquet")
+
+
 @pytest.mark.parametrize("top_level_format", ["json", "parquet"])
 def test_v2_checkpoint_with_sidecars(tmp_path: Path, top_level_format: str) -> None:
     root = checkpointed_log(tmp_path)
@@ -474,6 +590,113 @@ def test_a_sidecar_outside_the_sidecars_folder_is_refused(tmp_path: Path, path: 
     with pytest.raises(MirrorInputError, match="is not a file of") as err:
         DeltaTable(root).state(1)
     assert err.value.version == 1
+
+
+# --- column mapping: the configuration's mode takes effect only where the protocol supports it -----------
+
+NAME_MODE = {
+    **METADATA,
+    "schemaString": json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": "id", "type": "long", "nullable": True, "metadata": {}},
+                {"name": "p", "type": "string", "nullable": True, "metadata": {}},
+            ],
+        }
+    ),
+    "partitionColumns": ["p"],
+    "configuration": {"delta.columnMapping.mode": "name"},
+}
+ANNOTATED = {
+    **NAME_MODE,
+    "schemaString": json.dumps(
+        {
+            "type": "struct",
+            "fields": [
+                {"name": n, "type": t, "nullable": True, "metadata": {"delta.columnMapping.id": i, **phys}}
+                for n, t, i, phys in [
+                    ("id", "long", 1, {"delta.columnMapping.physicalName": "col-1"}),
+                    ("p", "string", 2, {"delta.columnMapping.physicalName": "col-2"}),
+                ]
+            ],
+        }
+    ),
+}
+FEATURES = {"minReaderVersion": 3, "minWriterVersion": 7}
+
+
+@pytest.mark.parametrize(
+    ("protocol", "mode"),
+    [
+        ({"minReaderVersion": 1, "minWriterVersion": 2}, "none"),
+        ({**FEATURES, "readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}, "none"),
+        # Not a table feature unless in writerFeatures, as delta-kernel-rs reads the protocol.
+        ({**FEATURES, "readerFeatures": ["columnMapping"], "writerFeatures": ["deletionVectors"]}, "none"),
+        ({"minReaderVersion": 2, "minWriterVersion": 5}, "name"),
+        ({**FEATURES, "readerFeatures": ["columnMapping"], "writerFeatures": ["columnMapping"]}, "name"),
+        # Delta Spark once listed it in writerFeatures only (delta-io/delta#3154): still column-mapped.
+        ({**FEATURES, "readerFeatures": ["deletionVectors"], "writerFeatures": ["columnMapping"]}, "name"),
+    ],
+    ids=["legacy-1", "features-without", "reader-list-only", "legacy-2", "feature", "writer-list-only"],
+)
+def test_column_mapping_mode_follows_the_protocol(tmp_path: Path, protocol: dict, mode: str) -> None:
+    partitioned = add("p=x/a.parquet")
+    partitioned["add"]["partitionValues"] = {"p": "x"}
+    root = write_log(
+        tmp_path, [[info("WRITE"), {"protocol": protocol}, {"metaData": NAME_MODE}, partitioned]]
+    )
+    table = DeltaTable(root)
+    state = table.state(0)
+    (change,) = table.changes(0, 0)
+    for metadata in (state.metadata, change.metadata):
+        assert metadata.configuration == {"delta.columnMapping.mode": "name"}
+        assert metadata.column_mapping_mode == mode
+        assert metadata.physical_names == {"id": "id", "p": "p"}
+
+
+def test_a_protocol_upgrade_alone_switches_column_mapping_on(tmp_path: Path) -> None:
+    root = write_log(
+        tmp_path,
+        [
+            [
+                info("WRITE"),
+                {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
+                {"metaData": NAME_MODE},
+            ],
+            [info("UPGRADE PROTOCOL"), {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}}],
+            [info("WRITE"), add("p=y/b.parquet")],
+        ],
+    )
+    zero, one, two = DeltaTable(root).changes(0, 2)
+    assert [c.metadata.column_mapping_mode for c in (zero, one, two)] == ["none", "name", "name"]
+    assert [(c.protocol_changed, c.metadata_changed) for c in (one, two)] == [(True, True), (False, False)]
+    (mid,) = DeltaTable(root).changes(1, 1)
+    assert mid.metadata_changed and mid.metadata.column_mapping_mode == "name"
+
+
+def test_column_mapping_annotations_under_a_protocol_without_it_are_refused(tmp_path: Path) -> None:
+    root = write_log(
+        tmp_path,
+        [
+            [
+                info("WRITE"),
+                {"protocol": {"minReaderVersion": 2, "minWriterVersion": 5}},
+                {"metaData": ANNOTATED},
+            ],
+            # Back to a protocol without column mapping: the files' physical names would be ignored.
+            [info("X"), {"protocol": PROTOCOL}],
+        ],
+    )
+    table = DeltaTable(root)
+    assert table.state(0).metadata.physical_names == {"id": "col-1", "p": "col-2"}
+    for read in (lambda: table.state(1), lambda: list(table.changes(0, 1))):
+        with pytest.raises(UnsupportedFeatureError, match="does not support column mapping") as err:
+            read()
+        assert (err.value.table, err.value.version) == (str(root), 1)
+        assert "'name'" in err.value.reason and "writerFeatures ['deletionVectors']" in err.value.reason
+    # Not enforced (the Dagster sensors' view of a table): the mode readers following the protocol apply.
+    assert DeltaTable(root, enforce_protocol=False).state(1).metadata.column_mapping_mode == "none"
 
 
 # --- compact state: stats text kept only while someone may read it; checkpoints streamed ---------------

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from pyroaring import BitMap64
 
+from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.dv.codec import (
     decode_blob,
     decode_inline_bitmap,
@@ -322,6 +323,28 @@ def test_bad_version_byte_is_refused(small_table: tuple[Path, DVTask]) -> None:
     _patch(_dv_file(table), 0, b"\x02")
     with pytest.raises(InvalidDeletionVectorError, match="format version 02"):
         convert_dv_batch([task])
+
+
+@pytest.mark.parametrize("storage_type", ["u", "p"])
+def test_file_dv_without_offset_is_refused(copy_fixture, storage_type: str) -> None:
+    """Delta Spark reads a file DV without `offset` from byte 0 (and fails), delta-kernel-rs from byte 1."""
+    root = copy_fixture("table-with-dv-small")
+    commit = root / "_delta_log" / f"{1:020d}.json"
+    actions = [json.loads(line) for line in commit.read_text().splitlines()]
+    [dv] = [a["add"]["deletionVector"] for a in actions if "add" in a]
+    del dv["offset"]
+    if storage_type == "p":
+        dv.update(storageType="p", pathOrInlineDv=_dv_file(root).as_uri())
+    commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    (change,) = DeltaTable(root).changes(1, 1)
+    [(_, after)] = change.dv_changed
+    assert after.deletion_vector is not None and after.deletion_vector.offset is None
+    task = DVTask.of(
+        str(root), after.deletion_vector, data_file=after.location, num_records=after.num_records
+    )
+    with pytest.raises(InvalidDeletionVectorError, match="has no offset") as info:
+        convert_dv_batch([task])
+    assert info.value.file == after.location and str(_dv_file(root)) in info.value.reason
 
 
 def test_trailing_bytes_inside_a_valid_frame_are_refused() -> None:

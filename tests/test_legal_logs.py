@@ -1,5 +1,6 @@
 """Legal Delta logs and values the mirror used to get stuck on or mirror wrongly: raw line separators in
-commit JSON, non-BMP strings in stats, NaN / infinite partition values, upgrading to column mapping."""
+commit JSON, non-BMP strings in stats, NaN / infinite partition values, upgrading to column mapping, a
+column mapping mode the protocol does not support."""
 
 from __future__ import annotations
 
@@ -22,6 +23,9 @@ from dv_assets.mirror.iceberg.schema import (
     partition_value_typed,
     to_iceberg_schema,
 )
+from dv_assets.mirror.sync import sync_table
+from tests.helpers.paths import expected_rows
+from tests.helpers.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version
 
 # --- commit files are newline-delimited JSON ------------------------------------------------------------
 
@@ -222,3 +226,27 @@ def test_upgrade_reordering_ids_of_a_flat_schema_is_refused() -> None:
     after = struct(upgraded("a", "long", 2), upgraded("b", "long", 1))
     with pytest.raises(UnsupportedFeatureError, match="was upgraded to column mapping"):
         evolve(previous, after, "name")
+
+
+# --- a column mapping mode the protocol does not support -------------------------------------------------
+
+
+@pytest.mark.spark
+def test_a_column_mapping_mode_without_protocol_support_mirrors_by_logical_names(
+    spark, catalog, copy_fixture
+) -> None:
+    """`delta.columnMapping.mode` is allowed but ignored where the protocol (here reader version 1) does
+    not support column mapping: the table reads as before, by logical names."""
+    root = copy_fixture("table-without-dv-small")
+    commit = root / "_delta_log" / f"{0:020d}.json"
+    text = commit.read_text()
+    assert text.count('"configuration":{}') == 1 and '"minReaderVersion":1,' in text
+    commit.write_text(
+        text.replace('"configuration":{}', '"configuration":{"delta.columnMapping.mode":"name"}')
+    )
+    name = "legal.mapping_mode_without_protocol"
+    assert sync_table(spark, root, name).mirrored_versions == [0]
+    snapshot = snapshots_by_delta_version(catalog, name)[0]
+    expected = expected_rows("table-without-dv-small", 0)
+    assert len(expected) == 10
+    assert pyiceberg_rows(catalog, name, snapshot) == expected == iceberg_java_rows(spark, name, snapshot)

@@ -114,14 +114,6 @@ class FileIO:
         with filesystem.open_input_stream(path) as stream:
             return stream.read()
 
-    def read_parquet(self, location: str, columns: Iterable[str] | None = None) -> pa.Table:
-        """The named columns (those the file has; all when None) of a Parquet file."""
-        filesystem, path = self._regular_file(location)
-        if columns is not None:
-            present = set(pq.read_schema(path, filesystem=filesystem).names)
-            columns = [c for c in columns if c in present]
-        return pq.read_table(path, columns=columns, filesystem=filesystem)
-
     def parquet_row_count(self, location: str) -> int:
         """Rows of a Parquet file, from its footer alone."""
         with self.open_input(location) as handle:

@@ -314,7 +314,7 @@ def _first_version_to_mirror(
         )
     mirrored_at = base.summary.get(DELTA_TIMESTAMP_SUMMARY) or None
     commit_info = delta.commit_info(last)
-    logged_at = None if commit_info is None else str(commit_info.get("timestamp", "")) or None
+    logged_at = None if commit_info is None else commit_info.timestamp_text or None
     if mirrored_at is not None and logged_at is not None and mirrored_at != logged_at:
         raise MirrorInputError(
             f"Delta version {last} was committed at {logged_at}, but the mirror's version {last} at "
@@ -496,7 +496,7 @@ def _commit_request(
         delta_version=change.version,
         summary={
             DELTA_OPERATION_SUMMARY: change.operation or "",
-            DELTA_TIMESTAMP_SUMMARY: str(change.commit_info.get("timestamp", "")),
+            DELTA_TIMESTAMP_SUMMARY: change.commit_info.timestamp_text,
         },
         add_data_files=tuple(_data_file(f, metadata, new_schema or schema, io) for f in plan.add_data_files),
         remove_data_files=tuple(_removed_data_file(f, metadata, schema) for f in plan.remove_data_files),

@@ -15,7 +15,7 @@ import dataclasses
 import datetime as dt
 import decimal
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, NoReturn, TypeVar
@@ -95,7 +95,7 @@ class DeletionVectorDescriptor:
 
     storage_type: str  # u: relative file named by a UUID, i: inline Z85, p: absolute path
     path_or_inline_dv: str
-    offset: int | None
+    offset: int | None  # None for inline DVs; a u / p DV without one is refused when read (dv/reader.py)
     size_in_bytes: int
     cardinality: int
 
@@ -294,6 +294,10 @@ class Metadata:
     name: str | None = None
     description: str | None = None
     format_provider: str = "parquet"
+    # Whether the table's protocol lets the configuration's column mapping mode take effect; None when
+    # the protocol is not known (then the configuration alone decides). Replay sets it on every Metadata
+    # it hands out (`with_protocol`). Not part of equality: the metaData action is the same.
+    column_mapping_supported: bool | None = field(default=None, compare=False, repr=False)
 
     @cached_property
     def schema(self) -> dict:
@@ -304,8 +308,18 @@ class Metadata:
 
     @property
     def column_mapping_mode(self) -> column_mapping.ColumnMappingMode:
-        """'none', 'name' or 'id'; partition values and stats use physical names unless 'none'."""
-        return column_mapping.mode_of(self.configuration)
+        """The mode readers apply, 'none', 'name' or 'id'; partition values and stats use physical names
+        unless 'none'. The configuration's mode, but 'none' where the protocol does not support column
+        mapping (delta-kernel-rs reads such a table by logical names)."""
+        mode = column_mapping.mode_of(self.configuration)  # an unknown mode is refused either way
+        return "none" if self.column_mapping_supported is False else mode
+
+    def with_protocol(self, protocol: Protocol) -> Metadata:
+        """This metadata as it reads under `protocol` (the same object when that changes nothing)."""
+        supported = column_mapping.supported_by(protocol)
+        if supported == self.column_mapping_supported:
+            return self
+        return dataclasses.replace(self, column_mapping_supported=supported)
 
     @property
     def physical_names(self) -> dict[str, str]:
@@ -351,11 +365,63 @@ def _features(raw: Iterable[str] | None) -> frozenset[str] | None:
     return None if raw is None else frozenset(raw)
 
 
+def _json_int(value: Any) -> int | None:
+    """A JSON integer as an int; anything else (a float, a string, a bool, null) as unknown."""
+    return value if type(value) is int else None
+
+
+@dataclass(frozen=True, eq=False)
+class CommitInfo(Mapping[str, Any]):
+    """The `commitInfo` action, parsed once (PROTOCOL.md, "Commit Provenance Information").
+
+    The action is free-form: the fields the mirror reads are typed here, and one of another type than
+    Delta writes reads as unknown (None), never as a guess. It is also a read-only Mapping over `raw`, the
+    action as written (for display), so it compares equal to the dict it was parsed from.
+    """
+
+    timestamp: int | None = None  # milliseconds since the epoch, by the writer's clock
+    operation: str | None = None
+    operation_parameters: Mapping[str, Any] = field(default_factory=FrozenMap)
+    in_commit_timestamp: int | None = None  # set by writers with the inCommitTimestamp feature
+    raw: Mapping[str, Any] = field(default_factory=FrozenMap)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.raw[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.raw)
+
+    def __len__(self) -> int:
+        return len(self.raw)
+
+    @property
+    def timestamp_text(self) -> str:
+        """The timestamp as the mirror records and compares it: str(timestamp), '' when unknown."""
+        return "" if self.timestamp is None else str(self.timestamp)
+
+    @classmethod
+    def from_action(cls, raw: Any) -> CommitInfo:
+        if not isinstance(raw, Mapping):
+            raise MirrorInputError(f"commitInfo action is not a JSON object: {raw!r}"[:500])
+        operation = raw.get("operation")
+        parameters = raw.get("operationParameters") or {}
+        return cls(
+            timestamp=_json_int(raw.get("timestamp")),
+            operation=operation if isinstance(operation, str) else None,
+            # Delta writes an object; any other value is kept under "value" so that it is still shown.
+            operation_parameters=FrozenMap(
+                parameters if isinstance(parameters, Mapping) else {"value": parameters}
+            ),
+            in_commit_timestamp=_json_int(raw.get("inCommitTimestamp")),
+            raw=FrozenMap(raw),
+        )
+
+
 @dataclass(frozen=True)
 class CommitActions:
     """The actions of one commit (or one checkpoint) that matter for the file set, in log order."""
 
-    commit_info: dict = field(default_factory=dict)
+    commit_info: CommitInfo = field(default_factory=CommitInfo)
     protocol: Protocol | None = None
     metadata: Metadata | None = None
     adds: list[AddFile] = field(default_factory=list)
@@ -376,7 +442,7 @@ def parse_actions(
 ) -> CommitActions:
     """Sort a commit's raw actions into a CommitActions. Checkpoint tombstones are skipped on request;
     adds keep their stats text unless `keep_stats` is false (their num_records stays either way)."""
-    commit_info: dict = {}
+    commit_info = CommitInfo()
     protocol = metadata = None
     adds: list[AddFile] = []
     removes: list[RemoveFile] = []
@@ -391,7 +457,7 @@ def parse_actions(
         elif (raw := action.get("protocol")) is not None:
             protocol = Protocol.from_action(raw)
         elif (raw := action.get("commitInfo")) is not None:
-            commit_info = dict(raw)
+            commit_info = CommitInfo.from_action(raw)
     return CommitActions(commit_info, protocol, metadata, adds, removes)
 
 

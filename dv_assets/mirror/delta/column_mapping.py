@@ -10,22 +10,47 @@ Without column mapping (`none`) a field's physical name is its logical name and 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
+
+if TYPE_CHECKING:  # actions.py imports this module
+    from dv_assets.mirror.delta.actions import Protocol
 
 ColumnMappingMode = Literal["none", "id", "name"]
 MODES: tuple[ColumnMappingMode, ...] = ("none", "id", "name")
 
 MODE_KEY = "delta.columnMapping.mode"
+FEATURE = "columnMapping"
 COLUMN_MAPPING_ID = "delta.columnMapping.id"
 PHYSICAL_NAME = "delta.columnMapping.physicalName"
 NESTED_IDS = "delta.columnMapping.nested.ids"
 
 
 def mode_of(configuration: Mapping[str, str]) -> ColumnMappingMode:
-    """The table's mode from `metaData.configuration` ('none' when unset)."""
+    """The mode `metaData.configuration` names ('none' when unset); it takes effect only where the
+    protocol supports column mapping (`supported_by`)."""
     return checked_mode(configuration.get(MODE_KEY))
+
+
+def supported_by(protocol: Protocol) -> bool:
+    """Whether the protocol lets `delta.columnMapping.mode` take effect, as delta-kernel-rs's
+    `column_mapping_mode(protocol, table_properties)` decides: reader version 2 (legacy, which implies
+    column mapping), or 3 with the `columnMapping` feature. Elsewhere (reader version 1, or 3 without the
+    feature) the property is allowed but ignored (PROTOCOL.md, "Column Mapping"): the mode is `none`.
+
+    Like delta-kernel-rs, the feature is looked up in writerFeatures, of which readerFeatures is a subset:
+    Delta Spark has written column-mapped tables that list it there only (delta-io/delta#3154).
+    """
+    if protocol.min_reader_version == 2:
+        return True
+    return protocol.min_reader_version == 3 and FEATURE in (protocol.writer_features or ())
+
+
+def has_annotations(schema: Mapping[str, Any]) -> bool:
+    """Whether any field of the schema carries a column mapping id, physical name or nested ids."""
+    keys = (COLUMN_MAPPING_ID, PHYSICAL_NAME, NESTED_IDS)
+    return any(key in field_metadata(f) for f in walk_fields(schema) for key in keys)
 
 
 def checked_mode(mode: str | None) -> ColumnMappingMode:

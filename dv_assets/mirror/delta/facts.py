@@ -116,13 +116,11 @@ def facts_of(change: VersionChange, state: TableState, root: str) -> CommitFacts
         files.append(
             {"file": _short(after.location, root), "change": kind, "dv_cardinality": dv_cardinality(after)}
         )
-    info = change.commit_info or {}
-    params = info.get("operationParameters") or {}
     return CommitFacts(
         version=change.version,
         operation=change.operation or "UNKNOWN",
-        timestamp_ms=info.get("timestamp"),
-        operation_parameters=params if isinstance(params, dict) else {"value": params},
+        timestamp_ms=change.commit_info.timestamp,
+        operation_parameters=dict(change.commit_info.operation_parameters),
         data_files_added=len(change.added),
         data_files_removed=len(change.removed),
         dvs_added=dvs_added,

@@ -3,7 +3,8 @@ V2 with sidecars, JSON or Parquet) and `_last_checkpoint`.
 
 Like delta-kernel-rs, file names are parsed into typed LogFiles, and a listing is grouped into the
 commits and the complete checkpoints per version; replay.py decides which of them to read.
-All storage reads of the package are here, through `FileIO` (local paths and remote URIs alike).
+Every read of `_delta_log` is here, through `FileIO` (local paths and remote URIs alike); the files the
+log names are read elsewhere (data file footers and sizes in data_files.py, DVs in dv/reader.py).
 
 Actions are streamed, never loaded whole: a commit is split into lines one at a time, and a Parquet
 checkpoint (each part, each sidecar) is read batch by batch, only the columns replay uses, so what
@@ -193,10 +194,6 @@ class DeltaLog:
         except (OSError, ValueError):
             return None
         return parsed if isinstance(parsed, dict) else None
-
-    def read_commit(self, commit: LogFile) -> list[dict[str, Any]]:
-        """The actions of a JSON commit, in file order."""
-        return list(self.iter_commit(commit))
 
     def iter_commit(self, commit: LogFile) -> Iterator[dict[str, Any]]:
         """The actions of a JSON commit, in file order, parsed one line at a time."""

@@ -1,13 +1,16 @@
 """Which Delta reader features the mirror can reproduce exactly, and refusing the others by name.
 
 Writer-only features do not change what a reader sees, so only reader features are checked.
-Legacy protocols name no features: reader version 1 needs none, 2 means column mapping.
+Legacy protocols name no features: reader version 1 needs none, 2 means column mapping. A column mapping
+mode the protocol leaves without effect is refused where readers could read other columns
+(`check_column_mapping`).
 """
 
 from __future__ import annotations
 
-from dv_assets.mirror.delta.actions import Protocol
-from dv_assets.mirror.errors import UnsupportedFeatureError
+from dv_assets.mirror.delta import column_mapping
+from dv_assets.mirror.delta.actions import Metadata, Protocol
+from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
 
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
     {"deletionVectors", "columnMapping", "timestampNtz", "v2Checkpoint"}
@@ -41,6 +44,32 @@ def check_protocol(protocol: Protocol, *, table: str, version: int) -> None:
         raise UnsupportedFeatureError(
             f"unsupported Delta reader feature(s): {', '.join(refused)} "
             f"(supported: {', '.join(sorted(SUPPORTED_READER_FEATURES))})",
+            table=table,
+            version=version,
+        )
+
+
+def check_column_mapping(protocol: Protocol, metadata: Metadata, *, table: str, version: int) -> None:
+    """Refuse a column mapping mode the protocol leaves without effect when the schema says the data files
+    were written under it (column mapping ids or physical names): delta-kernel-rs then ignores the mode
+    and reads columns by logical name, a reader that takes the mode from the configuration alone reads
+    them by physical name or id, and the mirror cannot tell which columns the files hold. Without those
+    annotations every reading is by logical name, and so is the mirror's."""
+    configured = metadata.configuration.get(column_mapping.MODE_KEY)
+    if configured in (None, "none") or column_mapping.supported_by(protocol):
+        return
+    try:
+        annotated = column_mapping.has_annotations(metadata.schema)
+    except MirrorInputError as exc:
+        raise exc.at(table=table, version=version) from exc
+    if annotated:
+        features = protocol.writer_features
+        shown = "" if features is None else f", writerFeatures {sorted(features)}"
+        raise UnsupportedFeatureError(
+            f"{column_mapping.MODE_KEY} is {configured!r} but the protocol (minReaderVersion "
+            f"{protocol.min_reader_version}{shown}) does not support column mapping, so delta-kernel-rs "
+            "reads the columns by logical name, while the schema's column mapping ids / physical names say "
+            "the files were written under it: which columns the files hold is ambiguous; refused",
             table=table,
             version=version,
         )

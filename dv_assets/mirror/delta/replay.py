@@ -5,6 +5,13 @@ ends only the logical file with its own DV id, so `remove(p, dv1)` + `add(p, dv2
 DV update of the live file `p`. A valid snapshot holds at most one logical file per path, so the live
 set is a dict keyed on the decoded location.
 
+That key is only safe because replay refuses the logs where it would pick an answer: an `add` of a
+file already live under another DV id or another spelling of its path (`part-0` and `file:///t/part-0`,
+`a%2Db` and `a-b`) that the same commit does not remove, a `remove` that names the live file under
+another spelling, a checkpoint that lists one file twice. Readers keep both entries of such a file
+(its rows twice) or disagree on it: delta-kernel-rs and delta-rs key on the path as written, Delta
+Spark on the resolved path. An identical re-add (same path as written, same DV id) is harmless.
+
 Memory: the live set is what a replay keeps, so it keeps each file compactly (actions.py) and keeps
 the stats text only of files someone may still read it from: a VersionChange's added files (the
 mirror's Iceberg metrics come from it) and a TableState asked for with stats. Once a change has been
@@ -20,9 +27,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from dv_assets.mirror.delta import column_mapping
 from dv_assets.mirror.delta.actions import (
     AddFile,
     CommitActions,
+    CommitInfo,
     Metadata,
     Protocol,
     ValuePool,
@@ -30,7 +39,7 @@ from dv_assets.mirror.delta.actions import (
 )
 from dv_assets.mirror.delta.log import DeltaLog, LogListing
 from dv_assets.mirror.delta.paths import table_root_of
-from dv_assets.mirror.delta.protocol import check_protocol
+from dv_assets.mirror.delta.protocol import check_column_mapping, check_protocol
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.io import FileIO
 
@@ -48,7 +57,7 @@ class VersionChange:
     """What version `version` changed relative to `version - 1`, reconciled on location and DV id."""
 
     version: int
-    commit_info: dict
+    commit_info: CommitInfo  # an empty CommitInfo when the commit has none
     protocol: Protocol  # current after the commit
     metadata: Metadata  # current after the commit
     metadata_changed: bool
@@ -84,8 +93,14 @@ def apply_commit(
         live = files.get(remove.location)
         # A remove ends the logical file (path, its DV id) only; a stale DV id leaves the live file alone.
         if live is not None and live.dv_unique_id == remove.dv_unique_id:
+            if live.path != remove.path:
+                raise _conflict(f"remove of {remove.path!r}", live, remove.location)
             del files[remove.location]
     for add in commit.adds:
+        live = files.get(add.location)
+        # Still live here: not removed by this commit (removes went first), or added twice by it.
+        if live is not None and (live.path, live.dv_unique_id) != (add.path, add.dv_unique_id):
+            raise _conflict(f"add of {add.path!r} with DV {add.dv_unique_id}", live, add.location)
         files[add.location] = add
     added: list[AddFile] = []
     removed: list[AddFile] = []
@@ -99,6 +114,16 @@ def apply_commit(
         elif old is not None and new is not None and old.dv_unique_id != new.dv_unique_id:
             dv_changed.append((old, new))
     return added, removed, dv_changed
+
+
+def _conflict(action: str, live: AddFile, location: str) -> MirrorInputError:
+    return MirrorInputError(
+        f"{action} while the same data file is live as {live.path!r} with DV {live.dv_unique_id}, "
+        "and the commit does not remove that entry: Delta readers would keep both entries (duplicate "
+        "rows) or disagree on the file (a path spelled differently is another file to delta-kernel-rs "
+        "and delta-rs, the same one to Delta Spark); the log is invalid, refused",
+        file=location,
+    )
 
 
 class DeltaTable:
@@ -124,7 +149,7 @@ class DeltaTable:
         """The oldest version the log can reconstruct, with every later commit still present."""
         return _oldest_version(self._log.list(), self.table_root)
 
-    def commit_info(self, version: int) -> dict | None:
+    def commit_info(self, version: int) -> CommitInfo | None:
         """The commitInfo of a version's commit, or None when the log no longer holds that commit."""
         listing = self._log.list()
         if version not in listing.commits:
@@ -199,7 +224,7 @@ class DeltaTable:
             replay = self._load_checkpoint(listing, start, pool, keep_stats=keep_stats)
         for v in range(start + 1, version + 1):
             commit = self._read_commit(listing, v, pool, keep_stats=keep_stats)
-            apply_commit(replay.files, commit)
+            self._apply_commit(replay.files, commit, v)
             replay.protocol = commit.protocol or replay.protocol
             replay.metadata = commit.metadata or replay.metadata
             replay.version = v
@@ -221,7 +246,17 @@ class DeltaTable:
             )
         except MirrorInputError as exc:
             raise exc.at(table=self.table_root, version=version, file=file) from exc
-        files = {add.location: add for add in actions.adds}
+        files: dict[str, AddFile] = {}
+        for add in actions.adds:
+            if add.location in files:
+                raise MirrorInputError(
+                    f"the checkpoint lists the data file twice, as {files[add.location].path!r} and "
+                    f"{add.path!r}: readers would read its rows twice or disagree on it; refused",
+                    table=self.table_root,
+                    version=version,
+                    file=add.location,
+                )
+            files[add.location] = add
         return _Replay(version, actions.protocol, actions.metadata, files)
 
     def _read_commit(
@@ -244,8 +279,16 @@ class DeltaTable:
                 table=self.table_root, version=version, file=self._log.file_path(commit.name)
             ) from exc
 
+    def _apply_commit(
+        self, files: dict[str, AddFile], commit: CommitActions, version: int
+    ) -> tuple[list[AddFile], list[AddFile], list[tuple[AddFile, AddFile]]]:
+        try:
+            return apply_commit(files, commit)
+        except MirrorInputError as exc:
+            raise exc.at(table=self.table_root, version=version) from exc
+
     def _advance(self, replay: _Replay, commit: CommitActions, version: int) -> VersionChange:
-        added, removed, dv_changed = apply_commit(replay.files, commit)
+        added, removed, dv_changed = self._apply_commit(replay.files, commit, version)
         # Only the added files take their stats text out of this commit (and the commit, not kept, takes
         # the originals along): what else it added stays live without it, DV updates included.
         handed_out = {id(add) for add in added}
@@ -253,10 +296,13 @@ class DeltaTable:
         dv_changed = [(before, replay.files[after.location]) for before, after in dv_changed]
         protocol_changed = commit.protocol is not None and commit.protocol != replay.protocol
         metadata_changed = commit.metadata is not None and commit.metadata != replay.metadata
+        before = replay.protocol
         replay.protocol = commit.protocol or replay.protocol
         replay.metadata = commit.metadata or replay.metadata
         replay.version = version
         protocol, metadata = self._checked(replay)
+        # A protocol change alone can switch the column mapping mode readers apply: a schema change too.
+        metadata_changed = metadata_changed or _mapping_switched(before, protocol, metadata)
         return VersionChange(
             version=version,
             commit_info=commit.commit_info,
@@ -268,12 +314,12 @@ class DeltaTable:
             removed=removed,
             dv_changed=dv_changed,
             data_change=commit.data_change,
-            operation=commit.commit_info.get("operation"),
+            operation=commit.commit_info.operation,
         )
 
     def _whole_state_change(self, listing: LogListing, replay: _Replay) -> VersionChange:
         """The change of a version nothing before survives of: its whole state, added to nothing."""
-        commit_info: dict = {}
+        commit_info = CommitInfo()
         if replay.version in listing.commits:
             commit_info = self._read_commit(
                 listing, replay.version, ValuePool(), keep_stats=False
@@ -297,9 +343,22 @@ class DeltaTable:
                 version=replay.version,
             )
         assert replay.protocol is not None and replay.metadata is not None
+        # Kept on the replay: later versions under the same protocol hand out this very object.
+        replay.metadata = replay.metadata.with_protocol(replay.protocol)
         if self.enforce_protocol:
             check_protocol(replay.protocol, table=self.table_root, version=replay.version)
+            check_column_mapping(
+                replay.protocol, replay.metadata, table=self.table_root, version=replay.version
+            )
         return replay.protocol, replay.metadata
+
+
+def _mapping_switched(before: Protocol | None, after: Protocol, metadata: Metadata) -> bool:
+    """Whether the protocol change from `before` to `after` switched the configuration's column mapping
+    mode on or off (a mode string even unknown counts: reading it refuses it later)."""
+    if before is None or metadata.configuration.get(column_mapping.MODE_KEY, "none") == "none":
+        return False
+    return column_mapping.supported_by(before) != column_mapping.supported_by(after)
 
 
 def _drop_stats(files: dict[str, AddFile], handed_out: Iterable[AddFile]) -> None:

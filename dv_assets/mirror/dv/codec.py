@@ -2,7 +2,9 @@
 
 Pure functions over bytes. Delta's on-disk DV (`dataSize | bitmap | crc`, big-endian frame) and Iceberg's
 `deletion-vector-v1` Puffin blob are the same bytes, so a Delta DV is verified here and then copied as is.
-Layouts: docs/FORMATS.md (shared); Delta PROTOCOL.md "Deletion Vector Format"; Iceberg puffin-spec.md.
+Layouts: Delta PROTOCOL.md ("Deletion Vector Format", "Deletion Vector Descriptor Schema"), Iceberg
+puffin-spec.md (`deletion-vector-v1`); summarised in the shared `../shared/docs/FORMATS.md`, beside
+the repository root (not a file of this repository).
 """
 
 from __future__ import annotations

@@ -33,7 +33,8 @@ from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError
 from dv_assets.mirror.io import FileIO
 
 DV_FILE_FORMAT_VERSION = 1
-# An absent offset means the file's first DV, right after the version byte (as delta-kernel-rs reads it).
+# Where the first DV of a DV file starts, right after the version byte. Only a sort key for DVs without an
+# offset (inline ones): a file-based DV without one is refused (`_check_offset`).
 FIRST_DV_OFFSET = 1
 
 
@@ -132,6 +133,7 @@ def convert_dv_batch(tasks: Iterable[DVTask], io: FileIO | None = None) -> list[
         if location is None:
             results[index] = _inline_dv(task)
         else:
+            _check_offset(task, location)
             by_file[location].append(index)
     for location, indexes in by_file.items():
         ordered = sorted(indexes, key=lambda i: _file_offset(task_list[i]))
@@ -142,8 +144,22 @@ def convert_dv_batch(tasks: Iterable[DVTask], io: FileIO | None = None) -> list[
     return [result for result in results if result is not None]
 
 
+def _check_offset(task: DVTask, location: str) -> None:
+    """A `u` / `p` descriptor must say where its DV starts. Readers disagree on an absent offset: Delta
+    Spark reads from byte 0 (the version byte, so its size check fails and it refuses the table),
+    delta-kernel-rs from byte 1. Reading either would be a guess."""
+    if task.offset is None:
+        raise InvalidDeletionVectorError(
+            f"deletion vector in {location} (storageType {task.storage_type!r}) has no offset: Delta Spark "
+            "would read it from byte 0 and refuse it, delta-kernel-rs from byte 1; refused",
+            file=task.data_file,
+        )
+
+
 def _file_offset(task: DVTask) -> int:
-    return FIRST_DV_OFFSET if task.offset is None else task.offset
+    """The offset of a file-based DV, known present (`_check_offset`)."""
+    assert task.offset is not None
+    return task.offset
 
 
 def _inline_dv(task: DVTask) -> DVBlob:
