@@ -8,7 +8,22 @@ from pathlib import Path
 from tests.helpers.rows import sorted_rows
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-SHARED = REPO_ROOT.parent / "shared"
+
+
+def _shared(repo: Path) -> Path:
+    """The shared fixtures' folder `shared/`, next to the repository; in a git worktree (`.git` is a
+    file naming the main repository's git directory) it may instead be next to the main checkout."""
+    beside = repo.parent / "shared"
+    git = repo / ".git"
+    if beside.is_dir() or not git.is_file():
+        return beside
+    gitdir = Path(git.read_text().split(":", 1)[1].strip())
+    commondir = gitdir / "commondir"
+    common = (gitdir / commondir.read_text().strip()).resolve() if commondir.is_file() else gitdir
+    return common.parent.parent / "shared"
+
+
+SHARED = _shared(REPO_ROOT)
 FIXTURES = SHARED / "fixtures"
 DELTA_FIXTURES = FIXTURES / "delta"
 EXPECTED = FIXTURES / "expected"
