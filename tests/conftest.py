@@ -12,6 +12,13 @@ import pytest
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from tests.helpers.paths import DELTA_FIXTURES, REPO_ROOT
+from tests.helpers.readers import let_pyiceberg_read_int96
+
+
+@pytest.fixture(scope="session", autouse=True)
+def pyiceberg_int96() -> None:
+    """pyiceberg reads Delta Spark's INT96 timestamps in every test (tests/helpers/readers.py)."""
+    let_pyiceberg_read_int96()
 
 
 @pytest.fixture(scope="session")
