@@ -20,6 +20,7 @@ from tests.helpers.readers import delta_rs_view, spark_live_rows_per_file
 
 pytestmark = pytest.mark.spark
 
+
 @pytest.fixture(scope="module")
 def tables(spark, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     # Spaces in the table roots too: the root is a plain path, never decoded.

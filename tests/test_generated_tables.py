@@ -43,7 +43,7 @@ def _fast(spark):
     "mapping",
     ["none", pytest.param("id", marks=pytest.mark.slow), pytest.param("name", marks=pytest.mark.slow)],
 )
-def testtypes_history(spark, catalog, tmp_path: Path, mapping: str) -> None:
+def test_types_history(spark, catalog, tmp_path: Path, mapping: str) -> None:
     root = tmp_path / f"types {mapping}"
     types_history(spark, root, mapping)
     assert latest_version(root) == 14
@@ -60,7 +60,7 @@ def testtypes_history(spark, catalog, tmp_path: Path, mapping: str) -> None:
     ],
     ids=["name-v2ckpt", "id-classic", "none-v2ckpt"],
 )
-def testpartitioned_history(spark, catalog, tmp_path: Path, mapping: str, v2_checkpoints: bool) -> None:
+def test_partitioned_history(spark, catalog, tmp_path: Path, mapping: str, v2_checkpoints: bool) -> None:
     root = tmp_path / f"part {mapping}"
     partitioned_history(spark, root, mapping, v2_checkpoints)
     latest = latest_version(root)
@@ -105,7 +105,7 @@ def test_random_history_regressions(spark, catalog, tmp_path: Path, seed: int) -
 
 
 @pytest.mark.slow  # random histories are `make test-long`'s; make test keeps the regression seeds
-def testcheck_random_histories(spark, catalog, tmp_path: Path) -> None:
+def test_random_histories(spark, catalog, tmp_path: Path) -> None:
     check_random_histories(spark, catalog, tmp_path, count=3, ops=7, prefix="rnd")
 
 
