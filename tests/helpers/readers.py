@@ -5,7 +5,7 @@ Delta Spark and delta-rs for the source side. Every reader's rows go through Arr
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
@@ -17,6 +17,7 @@ from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.snapshots import DELTA_VERSION_PROPERTY
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
 from tests.helpers.paths import expected_rows
+from tests.helpers.processes import spark_job
 from tests.helpers.rows import sorted_rows
 
 # Delta Spark may write timestamps as Parquet INT96 (nanoseconds). Iceberg Java reads those as
@@ -113,6 +114,27 @@ def assert_mirror_exact(
         expected = sorted_rows(expected_rows(fixture, version))
         assert iceberg_java_rows(spark, name, snapshot_id) == expected, (name, version)
         assert pyiceberg_rows(catalog, name, snapshot_id) == expected, (name, version)
+
+
+def pyiceberg_versions(catalog: CatalogConfig, table: str) -> dict[int, list[dict]]:
+    """pyiceberg's rows of every mirrored Delta version."""
+    return {
+        v: pyiceberg_rows(catalog, table, sid)
+        for v, sid in snapshots_by_delta_version(catalog, table).items()
+    }
+
+
+def assert_readers_exact(
+    properties: Mapping[str, str], table: str, expected: Mapping[int, list[dict]]
+) -> None:
+    """Iceberg Java (a Spark job in a process of its own) and pyiceberg, each with the catalog
+    `properties`, return exactly `expected` at every version."""
+    java = spark_job("read-iceberg", table, properties)
+    python = pyiceberg_versions(CatalogConfig(properties), table)
+    assert sorted(java) == sorted(python) == sorted(expected)
+    for version, rows in expected.items():
+        assert java[version] == rows, f"Iceberg Java differs from Delta at version {version}"
+        assert python[version] == rows, f"pyiceberg differs from Delta at version {version}"
 
 
 # --- the Delta side -------------------------------------------------------------------------------------
