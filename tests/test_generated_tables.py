@@ -28,6 +28,7 @@ from tests.helpers.delta_histories import (
     tblproperties,
     types_history,
 )
+from tests.helpers.delta_log import read_commit, write_commit
 
 pytestmark = pytest.mark.spark
 
@@ -122,17 +123,12 @@ def test_format_3_kept_after_a_schema_change(spark, catalog, copy_fixture) -> No
     table for format 2 (and refused `format_version=3`, or would have written Parquet deletes to it).
     """
     root = copy_fixture("table-with-dv-small")
-    log = root / "_delta_log"
-    metadata = next(
-        json.loads(line)["metaData"]
-        for line in (log / f"{0:020d}.json").read_text().splitlines()
-        if '"metaData"' in line
-    )
+    metadata = next(a["metaData"] for a in read_commit(root, 0) if "metaData" in a)
     schema = json.loads(metadata["schemaString"])
     schema["fields"].append({"name": "added", "type": "string", "nullable": True, "metadata": {}})
     metadata["schemaString"] = json.dumps(schema)
     commit = [{"commitInfo": {"timestamp": 1, "operation": "ADD COLUMNS"}}, {"metaData": metadata}]
-    (log / f"{2:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in commit))
+    write_commit(root, 2, commit)
 
     name = "gen.format3_after_schema_change"
     assert sync_table(spark, root, name, format_version=3).mirrored_versions == [0, 1, 2]
@@ -153,19 +149,14 @@ def test_restored_file_gets_exactly_one_dv(spark, catalog, copy_fixture) -> None
     history where it does not.)
     """
     root = copy_fixture("table-with-dv-small")
-    log = root / "_delta_log"
-    add = next(
-        json.loads(line)["add"]
-        for line in (log / f"{1:020d}.json").read_text().splitlines()
-        if '"add"' in line
-    )
+    add = next(a["add"] for a in read_commit(root, 1) if "add" in a)
     remove = {k: add[k] for k in ("path", "partitionValues", "size", "deletionVector")} | {"dataChange": True}
     commits = {
         2: [{"commitInfo": {"timestamp": 2, "operation": "DELETE"}}, {"remove": remove}],
         3: [{"commitInfo": {"timestamp": 3, "operation": "RESTORE"}}, {"add": add}],
     }
     for version, actions in commits.items():
-        (log / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+        write_commit(root, version, actions)
     mirrors = [mirror(spark, root, f"gen.restored_v{fmt}", fmt) for fmt in (3, 2)]
     assert assert_mirrors_match(spark, catalog, root, mirrors, label="restored") == 2 * 4
     for fmt in (3, 2):

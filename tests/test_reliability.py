@@ -29,6 +29,7 @@ from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import hash_tree
 from tests.helpers.delta_histories import delta_table_with_dvs, vacuum_now
+from tests.helpers.delta_log import METADATA
 from tests.helpers.faults import (
     COMMIT_0,
     COMMIT_1,
@@ -325,17 +326,13 @@ def test_data_files_with_a_change_type_column_read_in_every_reader(spark, catalo
         {"id": pa.array([1, 2, 3], pa.int64()), "_change_type": ["insert", None, "update_postimage"]}
     )
     pq.write_table(data, root / "part-0.parquet")
-    schema = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
     actions = [
         {"protocol": {"minReaderVersion": 1, "minWriterVersion": 4}},
         {
             "metaData": {
+                **METADATA,
                 "id": "cdf-in-data",
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": schema,
-                "partitionColumns": [],
                 "configuration": {"delta.enableChangeDataFeed": "true"},
-                "createdTime": 1,
             }
         },
         {
@@ -382,21 +379,12 @@ def test_a_huge_dv_against_overstated_stats_is_refused_in_format_2(spark, tmp_pa
         "sizeInBytes": len(blob) - 8,
         "cardinality": 1 << 21,
     }
-    schema = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
     protocol = {"minReaderVersion": 3, "minWriterVersion": 7}
     protocol |= {"readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}
     commits = [
         [
             {"protocol": protocol},
-            {
-                "metaData": {
-                    "id": "overstated",
-                    "format": {"provider": "parquet", "options": {}},
-                    "schemaString": schema,
-                    "partitionColumns": [],
-                    "configuration": {},
-                }
-            },
+            {"metaData": {**METADATA, "id": "overstated", "configuration": {}}},
             {"add": {**add, "stats": stats}},
         ],
         [
@@ -419,7 +407,6 @@ def test_a_removed_data_file_that_vacuum_deleted_needs_no_row_count(spark, catal
     (root / "_delta_log").mkdir(parents=True)
     for name, ids in (("a.parquet", [1, 2]), ("b.parquet", [3])):
         pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), root / name)
-    schema = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
 
     def add(name: str) -> dict:
         size = (root / name).stat().st_size
@@ -436,15 +423,7 @@ def test_a_removed_data_file_that_vacuum_deleted_needs_no_row_count(spark, catal
     commits = [
         [
             {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-            {
-                "metaData": {
-                    "id": "t",
-                    "format": {"provider": "parquet", "options": {}},
-                    "schemaString": schema,
-                    "partitionColumns": [],
-                    "configuration": {},
-                }
-            },
+            {"metaData": {**METADATA, "id": "t", "configuration": {}}},
             add("a.parquet"),  # no stats: the row count comes from the footer while the file is there
         ],
         [{"remove": {"path": "a.parquet", "dataChange": True}}, add("b.parquet")],
