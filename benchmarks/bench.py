@@ -2,7 +2,8 @@
 a ratio (never part of `make test`).
 
 The Delta tables are synthetic and written directly (Parquet data files, JSON commits and DV files laid
-out as Delta's PROTOCOL.md says), except the last figure's, which Delta Spark writes and rewrites:
+out as Delta's PROTOCOL.md says: `SyntheticTable` of tests/helpers/delta_log.py), except the last
+figure's, which Delta Spark writes and rewrites:
 
     .venv/bin/python benchmarks/bench.py [--files 100000] [--dvs 10000] [--memory-dvs 100000]
 
@@ -25,27 +26,17 @@ import subprocess
 import sys
 import tempfile
 import time
-import uuid
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests.helpers
+
 from pyspark.sql import SparkSession
 
-from dv_assets.mirror.dv.codec import encode_blob, z85_encode
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
-
-SCHEMA = {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
-PROTOCOL = {
-    "minReaderVersion": 3,
-    "minWriterVersion": 7,
-    "readerFeatures": ["deletionVectors"],
-    "writerFeatures": ["deletionVectors"],
-}
+from tests.helpers.delta_log import SyntheticTable
 
 
 @dataclass
@@ -71,87 +62,6 @@ class Figure:
             f"{self.name:<62} {self.measured:>14,.3f} {self.unit:<10} target {bound} {self.target:>12,.3f}"
             f"  ratio {self.ratio:>8.3f}  {verdict}"
         )
-
-
-class SyntheticTable:
-    """A Delta table of identical Parquet files (one template's bytes), written without Spark."""
-
-    def __init__(self, root: Path, rows_per_file: int) -> None:
-        self.root = root
-        self.rows = rows_per_file
-        (root / "_delta_log").mkdir(parents=True)
-        template = root / "template.parquet"
-        pq.write_table(pa.table({"id": pa.array(range(rows_per_file), pa.int64())}), template)
-        self.content = template.read_bytes()
-        template.unlink()
-        self.version = -1
-        self.files: list[str] = []
-        self.dvs: dict[str, dict] = {}
-
-    def _commit(self, actions: list[dict]) -> int:
-        self.version += 1
-        path = self.root / "_delta_log" / f"{self.version:020d}.json"
-        path.write_text("".join(json.dumps(a) + "\n" for a in actions))
-        return self.version
-
-    def _add(self, name: str, dv: dict | None) -> dict:
-        add = {
-            "path": name,
-            "partitionValues": {},
-            "size": len(self.content),
-            "modificationTime": 0,
-            "dataChange": True,
-            "stats": json.dumps({"numRecords": self.rows}),
-        }
-        if dv is not None:
-            add["deletionVector"] = dv
-        return {"add": add}
-
-    def create(self, files: int) -> int:
-        actions: list[dict] = [
-            {"commitInfo": {"timestamp": 0, "operation": "WRITE"}},
-            {"protocol": PROTOCOL},
-            {
-                "metaData": {
-                    "id": str(uuid.uuid4()),
-                    "format": {"provider": "parquet", "options": {}},
-                    "schemaString": json.dumps(SCHEMA),
-                    "partitionColumns": [],
-                    "configuration": {"delta.enableDeletionVectors": "true"},
-                    "createdTime": 0,
-                }
-            },
-        ]
-        for _ in range(files):
-            name = f"part-{uuid.uuid4()}.parquet"
-            (self.root / name).write_bytes(self.content)
-            self.files.append(name)
-            actions.append(self._add(name, None))
-        return self._commit(actions)
-
-    def delete(self, names: Iterable[str], positions: Callable[[int], Iterable[int]]) -> tuple[int, int]:
-        """A DELETE giving each named file a new DV (all in one DV file); the version and DV bytes."""
-        dv_id = uuid.uuid4()
-        dv_bytes = bytearray(b"\x01")
-        actions: list[dict] = [{"commitInfo": {"timestamp": self.version + 1, "operation": "DELETE"}}]
-        for index, name in enumerate(names):
-            deleted = sorted(positions(index))
-            blob = encode_blob(deleted)
-            dv = {
-                "storageType": "u",
-                "pathOrInlineDv": z85_encode(dv_id.bytes),
-                "offset": len(dv_bytes),
-                "sizeInBytes": len(blob) - 8,
-                "cardinality": len(deleted),
-            }
-            dv_bytes += blob
-            remove = {"path": name, "dataChange": True, "partitionValues": {}, "size": len(self.content)}
-            if name in self.dvs:
-                remove["deletionVector"] = self.dvs[name]
-            actions += [{"remove": remove}, self._add(name, dv)]
-            self.dvs[name] = dv
-        (self.root / f"deletion_vector_{dv_id}.bin").write_bytes(bytes(dv_bytes))
-        return self._commit(actions), len(dv_bytes) - 1
 
 
 def _timed_sync(spark: SparkSession, root: Path, table: str, until: int, **kwargs) -> float:

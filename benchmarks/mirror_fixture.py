@@ -11,21 +11,19 @@ The fixture is only read: the mirror references its data files in place and writ
 from __future__ import annotations
 
 import argparse
+import sys
 import tempfile
 import time
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests.helpers
+
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
+from tests.helpers.paths import DELTA_FIXTURES
 
-FIXTURE = (
-    Path(__file__).resolve().parent.parent.parent
-    / "shared"
-    / "fixtures"
-    / "delta"
-    / "basic-dv-with-checkpoint"
-)
+FIXTURE = DELTA_FIXTURES / "basic-dv-with-checkpoint"
 
 
 def main() -> None:

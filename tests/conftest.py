@@ -1,5 +1,5 @@
 """Shared pytest fixtures (helpers live in tests/helpers). Spark starts once per test session, with one
-Iceberg catalog for all tests."""
+Iceberg catalog for all tests; every test that uses it carries the `spark` marker."""
 
 from __future__ import annotations
 
@@ -12,6 +12,21 @@ import pytest
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from tests.helpers.paths import DELTA_FIXTURES, REPO_ROOT
+from tests.helpers.readers import let_pyiceberg_read_int96
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test that uses the `spark` fixture (itself or through another fixture) starts the JVM: it is
+    marked `spark`, so that `make test-unit` (-m "not spark ...") leaves it out."""
+    for item in items:
+        if "spark" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.spark)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def pyiceberg_int96() -> None:
+    """pyiceberg reads Delta Spark's INT96 timestamps in every test (tests/helpers/readers.py)."""
+    let_pyiceberg_read_int96()
 
 
 @pytest.fixture(scope="session")

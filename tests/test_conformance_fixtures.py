@@ -6,34 +6,29 @@ travel by snapshot id) and by pyiceberg. Neither reader, nor the fixtures, were 
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from dv_assets.mirror.errors import InvalidDeletionVectorError
 from dv_assets.mirror.sync import sync_table
-from tests.helpers.paths import DELTA_FIXTURES, EXPECTED, expected_rows
+from tests.helpers.paths import (
+    DELTA_FIXTURES,
+    conformance_table,
+    expected_rows,
+    expected_versions,
+    fixture_tables,
+)
 from tests.helpers.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version
 from tests.helpers.rows import sorted_rows
 
 MALFORMED = ("cdf-table-with-dv", 5)  # an inline DV past the end of its file: refused, see the README
-TABLES = sorted(p.name for p in DELTA_FIXTURES.iterdir() if (p / "_delta_log").is_dir())
-
-
-def expected_versions(table: str) -> list[int]:
-    summary = json.loads((EXPECTED / table / "summary.json").read_text())
-    return sorted(int(v) for v, facts in summary.items() if facts.get("rows") is not None)
-
-
-def iceberg_name(table: str, format_version: int) -> str:
-    return f"conformance_v{format_version}.{table.replace('-', '_')}"
+TABLES = fixture_tables()
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("format_version", [3, 2])
 @pytest.mark.parametrize("table", TABLES)
 def test_fixture_mirrors_exactly(spark, catalog, table: str, format_version: int) -> None:
-    name = iceberg_name(table, format_version)
+    name = conformance_table(table, format_version)
     delta_path = DELTA_FIXTURES / table  # read-only: the mirror writes only into the Iceberg warehouse
     versions = expected_versions(table)
     if table == MALFORMED[0]:
@@ -63,7 +58,7 @@ def test_fixture_mirrors_exactly(spark, catalog, table: str, format_version: int
 def test_v3_snapshots_hold_at_most_one_dv_per_data_file(spark, catalog) -> None:
     """Across the fixture with the most DV replacements, every snapshot keeps one DV per data file."""
     table = "dv-partitioned-with-checkpoint"
-    name = iceberg_name(table, 3) + "_dvs"
+    name = conformance_table(table, 3) + "_dvs"
     sync_table(spark, DELTA_FIXTURES / table, name, format_version=3)
     for version, snapshot_id in snapshots_by_delta_version(catalog, name).items():
         rows = spark.sql(

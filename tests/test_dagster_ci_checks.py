@@ -4,9 +4,6 @@ when one fails."""
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
 
 import dagster as dg
@@ -16,22 +13,11 @@ from dv_assets.defs.ci_checks import main
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.mirror_table import CommitRequest
 from dv_assets.mirror.sync import sync_table
-from tests.helpers.dagster import make_source, recorded_check_status
+from tests.helpers.dagster import make_source, recorded_check_status, sources_file
 from tests.helpers.paths import REPO_ROOT
+from tests.helpers.processes import dvmirror_env, run
 
 CHECKS = ["metadata_row_count_matches", "one_dv_per_data_file", "row_count_matches"]
-
-
-def tables_file(path, catalog, *sources) -> str:
-    properties = json.dumps(dict(catalog.properties))  # JSON is YAML
-    documents = [
-        "type: dv_assets.components.DeltaMirrorComponent\n"
-        f"attributes: {{name: {s.name}, delta_path: '{s.delta_path}', iceberg_table: {s.iceberg_table}, "
-        f"catalog: {properties}}}\n"
-        for s in sources
-    ]
-    path.write_text("---\n".join(documents))
-    return str(path)
 
 
 @pytest.mark.spark
@@ -40,16 +26,8 @@ def test_ci_checks_pass_on_the_newest_version_in_a_fresh_process(
 ) -> None:
     source = make_source(copy_fixture("table-with-dv-small"))
     sync_table(spark, source.delta_path, source.iceberg_table)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVMIRROR_", "DAGSTER_"))}
-    env["DVMIRROR_SOURCES"] = tables_file(tmp_path / "tables.yaml", catalog, source)
-    done = subprocess.run(
-        [sys.executable, "-m", "dv_assets.defs.ci_checks"],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    env = dvmirror_env(DVMIRROR_SOURCES=sources_file(tmp_path / "tables.yaml", catalog, source))
+    done = run([sys.executable, "-m", "dv_assets.defs.ci_checks"], cwd=REPO_ROOT, env=env, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert done.stdout.splitlines() == [f"PASS {source.name} v1 {check}" for check in CHECKS]
     assert "3 passed, 0 failed" in done.stderr
@@ -68,7 +46,7 @@ def test_ci_checks_fail_on_a_damaged_mirror_and_an_unmirrored_table(
     current = iceberg.load(damaged.iceberg_table).current_snapshot_id
     iceberg.commit(damaged.iceberg_table, CommitRequest(1, {}, current, remove_delete_files=(dv,)))
 
-    monkeypatch.setenv("DVMIRROR_SOURCES", tables_file(tmp_path / "tables.yaml", catalog, damaged, missing))
+    monkeypatch.setenv("DVMIRROR_SOURCES", sources_file(tmp_path / "tables.yaml", catalog, damaged, missing))
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")

@@ -5,8 +5,6 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -17,20 +15,11 @@ from dv_assets.components.delta_mirror import MirrorConfigError, load_mirrors_fi
 from dv_assets.definitions import load_definitions, project_definitions
 from dv_assets.defs.factory import sources_of, spark_resource_of
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
+from tests.helpers.dagster import tables_file
+from tests.helpers.processes import dvmirror_env, run
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
-TYPE = "type: dv_assets.components.DeltaMirrorComponent"
-
-
-def tables_file(path: Path, *attributes: str) -> Path:
-    path.write_text("\n---\n".join(f"{TYPE}\nattributes: {a}" for a in attributes) + "\n")
-    return path
-
-
-def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVMIRROR_", "DAGSTER_"))}
-    return {**env, **extra}
 
 
 def test_definitions_validate_through_workspace_yaml(tmp_path) -> None:
@@ -40,17 +29,12 @@ def test_definitions_validate_through_workspace_yaml(tmp_path) -> None:
         "{name: beta, delta_path: /data/beta, iceberg_table: ns.beta, format_version: 2,\n"
         "  retention: {retain_last: 2, max_snapshot_age_hours: 24}}",
     )
-    env = _env(DVMIRROR_SOURCES=str(sources), DAGSTER_HOME=str(tmp_path))
-    done = subprocess.run(
-        [str(BIN / "dagster"), "definitions", "validate", "-w", "workspace.yaml"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
+    env = dvmirror_env(DVMIRROR_SOURCES=str(sources), DAGSTER_HOME=str(tmp_path))
+    done = run(
+        [BIN / "dagster", "definitions", "validate", "-w", "workspace.yaml"], cwd=REPO, env=env, timeout=180
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    listed = subprocess.run(
+    listed = run(
         [
             sys.executable,
             "-c",
@@ -61,8 +45,6 @@ def test_definitions_validate_through_workspace_yaml(tmp_path) -> None:
         ],
         cwd=REPO,
         env=env,
-        capture_output=True,
-        text=True,
         timeout=180,
     )
     assert listed.returncode == 0, listed.stderr
@@ -82,20 +64,11 @@ def test_definitions_validate_through_workspace_yaml(tmp_path) -> None:
 
 
 def test_dg_checks_and_lists_the_project_from_the_repository_root(tmp_path) -> None:
-    env = _env(DAGSTER_HOME=str(tmp_path))
-    checked = subprocess.run(
-        [str(BIN / "dg"), "check", "defs"], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
-    )
+    env = dvmirror_env(DAGSTER_HOME=str(tmp_path))
+    checked = run([BIN / "dg", "check", "defs"], cwd=REPO, env=env, timeout=300)
     assert checked.returncode == 0, checked.stdout + checked.stderr
     assert "All definitions loaded successfully" in checked.stdout + checked.stderr
-    listed = subprocess.run(
-        [str(BIN / "dg"), "list", "defs", "--json"],
-        cwd=REPO,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    listed = run([BIN / "dg", "list", "defs", "--json"], cwd=REPO, env=env, timeout=300)
     assert listed.returncode == 0, listed.stderr
     defs = json.loads(listed.stdout)
     assert {a["asset_key"] for a in defs["assets"]} == {"delta/demo_events", "iceberg/demo_events"}

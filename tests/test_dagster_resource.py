@@ -5,8 +5,6 @@ process holds one Spark session."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +13,7 @@ from dagster_pyspark import LazyPySparkResource
 
 from resources import IcebergSparkResource
 from tests.helpers.paths import REPO_ROOT
+from tests.helpers.processes import run
 
 START_A_SESSION = """
 import json, sys
@@ -38,15 +37,8 @@ def test_the_resource_is_dagster_pysparks() -> None:
 @pytest.mark.spark
 def test_spark_config_reaches_the_session(tmp_path: Path) -> None:
     catalog_uri = f"sqlite:///{tmp_path / 'catalog.db'}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DVMIRROR_")}
-    env["DVMIRROR_JARS"] = str(REPO_ROOT / ".jars")
-    done = subprocess.run(
-        [sys.executable, "-c", START_A_SESSION, catalog_uri, str(tmp_path / "wh")],
-        cwd=REPO_ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    done = run(
+        [sys.executable, "-c", START_A_SESSION, catalog_uri, str(tmp_path / "wh")], cwd=REPO_ROOT, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
     conf = json.loads(done.stdout.strip().splitlines()[-1])

@@ -5,18 +5,14 @@ from __future__ import annotations
 import uuid
 
 from dv_assets.mirror.dv.codec import z85_encode
-from dv_assets.mirror.dv.reader import DVTask
 from dv_assets.mirror.iceberg.delete_files import by_dv_file
-
-
-def _task(dv_file: uuid.UUID, offset: int, n: int) -> DVTask:
-    return DVTask("/t", f"/t/part-{dv_file}-{n}.parquet", "u", z85_encode(dv_file.bytes), offset, 10, 1, 5)
+from tests.helpers.dvs import dv_task
 
 
 def test_a_large_dv_file_is_cut_into_offset_ranges_each_dv_in_one_share() -> None:
     big, small = uuid.uuid4(), uuid.uuid4()
     # Offsets out of order, as a commit may list them.
-    tasks = [_task(big, 1 + 18 * i, i) for i in (6, 0, 9, 3, 1, 8, 2, 7, 5, 4)] + [_task(small, 1, 0)]
+    tasks = [dv_task(big, 1 + 18 * i, i) for i in (6, 0, 9, 3, 1, 8, 2, 7, 5, 4)] + [dv_task(small, 1, 0)]
     shares = by_dv_file(tasks, max_share=4)
     assert sorted(t.data_file for share in shares for t in share) == sorted(t.data_file for t in tasks)
     assert [len(s) for s in shares] == [4, 4, 2, 1]
@@ -31,5 +27,5 @@ def test_a_large_dv_file_is_cut_into_offset_ranges_each_dv_in_one_share() -> Non
 
 def test_without_a_bound_a_dv_file_is_one_share() -> None:
     dv_file = uuid.uuid4()
-    tasks = [_task(dv_file, 1 + 18 * i, i) for i in range(10)]
+    tasks = [dv_task(dv_file, 1 + 18 * i, i) for i in range(10)]
     assert [len(s) for s in by_dv_file(tasks)] == [10]

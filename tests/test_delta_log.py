@@ -4,52 +4,19 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from urllib.parse import unquote, urlsplit
 
-import deltalake
-import pyarrow as pa
 import pytest
 
 from dv_assets.mirror.delta.facts import live_rows
-from dv_assets.mirror.delta.replay import DeltaTable, TableState
+from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorInputError
-from tests.helpers.delta_log import assert_changes_match_states, dv_ids
-from tests.helpers.paths import DELTA_FIXTURES, EXPECTED
+from tests.helpers.delta_log import assert_changes_match_states, assert_matches_delta_rs, dv_ids
+from tests.helpers.paths import DELTA_FIXTURES, EXPECTED, fixture_tables, fixture_versions
+from tests.helpers.readers import delta_rs_files
 
-FIXTURE_TABLES = sorted(p.name for p in DELTA_FIXTURES.iterdir() if (p / "_delta_log").is_dir())
+FIXTURE_TABLES = fixture_tables()
 # Its inline DV decodes to a position past the end of the file; readers disagree (fixtures/README.md).
 MALFORMED_DV = ("cdf-table-with-dv", 5)
-
-
-def fixture_versions() -> list[tuple[str, int]]:
-    cases = []
-    for table in FIXTURE_TABLES:
-        summary = json.loads((EXPECTED / table / "summary.json").read_text())
-        cases.extend((table, int(v)) for v in summary)
-    return cases
-
-
-def local_path_of(uri: str) -> str:
-    return unquote(urlsplit(uri).path) if uri.startswith("file:") else uri
-
-
-def delta_rs_files(root: Path | str, version: int) -> set[str]:
-    return set(deltalake.DeltaTable(str(root), version=version).file_uris())
-
-
-def delta_rs_deleted_rows(root: Path | str, version: int) -> dict[str, int]:
-    """Deleted-row count per data file that has a DV, as delta-rs materializes the DVs."""
-    table = pa.table(deltalake.DeltaTable(str(root), version=version).deletion_vectors())
-    return {local_path_of(row["filepath"]): row["selection_vector"].count(False) for row in table.to_pylist()}
-
-
-def assert_matches_delta_rs(table: DeltaTable, root: Path | str, version: int) -> TableState:
-    state = table.state(version)
-    assert state.version == version
-    assert set(state.files) == delta_rs_files(root, version)
-    ours = {loc: f.deletion_vector.cardinality for loc, f in state.files.items() if f.deletion_vector}
-    assert ours == delta_rs_deleted_rows(root, version)
-    return state
 
 
 # --- the fixtures --------------------------------------------------------------------------------

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 
 from dv_assets.mirror.delta import log as delta_log
@@ -16,78 +13,24 @@ from dv_assets.mirror.delta.actions import DeletionVectorDescriptor, Protocol
 from dv_assets.mirror.delta.protocol import SUPPORTED_READER_FEATURES, check_protocol
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
-from tests.helpers.paths import DELTA_FIXTURES
-
-PROTOCOL = {
-    "minReaderVersion": 3,
-    "minWriterVersion": 7,
-    "readerFeatures": ["deletionVectors"],
-    "writerFeatures": ["deletionVectors"],
-}
-SCHEMA = json.dumps(
-    {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+from tests.helpers.delta_log import (
+    CHECKPOINT_SCHEMA,
+    METADATA,
+    PROTOCOL,
+    add,
+    assert_checkpoint_state,
+    base_commit,
+    checkpoint_add,
+    checkpoint_rows,
+    checkpointed_log,
+    dv,
+    info,
+    names,
+    remove,
+    write_log,
+    write_parquet,
 )
-METADATA = {
-    "id": "t1",
-    "format": {"provider": "parquet", "options": {}},
-    "schemaString": SCHEMA,
-    "partitionColumns": [],
-    "configuration": {"delta.enableDeletionVectors": "true"},
-    "createdTime": 1,
-}
-
-
-def dv(name: str, cardinality: int = 1) -> dict[str, Any]:
-    return {
-        "storageType": "u",
-        "pathOrInlineDv": name,
-        "offset": 1,
-        "sizeInBytes": 34,
-        "cardinality": cardinality,
-    }
-
-
-def add(path: str, dv_: dict | None = None, *, data_change: bool = True, rows: int | None = 10) -> dict:
-    action: dict[str, Any] = {
-        "path": path,
-        "partitionValues": {},
-        "size": 100,
-        "modificationTime": 1,
-        "dataChange": data_change,
-    }
-    if rows is not None:
-        action["stats"] = json.dumps({"numRecords": rows})
-    if dv_ is not None:
-        action["deletionVector"] = dv_
-    return {"add": action}
-
-
-def remove(path: str, dv_: dict | None = None, *, data_change: bool = True) -> dict:
-    action: dict[str, Any] = {"path": path, "deletionTimestamp": 2, "dataChange": data_change}
-    if dv_ is not None:
-        action["deletionVector"] = dv_
-    return {"remove": action}
-
-
-def info(operation: str) -> dict:
-    return {"commitInfo": {"timestamp": 1, "operation": operation}}
-
-
-def write_log(root: Path, commits: list[list[dict]], first: int = 0) -> Path:
-    log = root / "_delta_log"
-    log.mkdir(parents=True, exist_ok=True)
-    for version, actions in enumerate(commits, start=first):
-        (log / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
-    return root
-
-
-def base_commit(*adds: dict) -> list[dict]:
-    return [info("WRITE"), {"protocol": PROTOCOL}, {"metaData": METADATA}, *adds]
-
-
-def names(files) -> list[str]:
-    return sorted(Path(f.location).name for f in files)
-
+from tests.helpers.paths import DELTA_FIXTURES
 
 # --- reconciliation ------------------------------------------------------------------------------
 
@@ -314,150 +257,6 @@ def test_commit_info_is_parsed_once_into_typed_fields(tmp_path: Path) -> None:
 
 
 # --- checkpoints ---------------------------------------------------------------------------------
-
-DV_TYPE = pa.struct(
-    [
-        ("storageType", pa.string()),
-        ("pathOrInlineDv", pa.string()),
-        ("offset", pa.int32()),
-        ("sizeInBytes", pa.int32()),
-        ("cardinality", pa.int64()),
-        ("maxRowIndex", pa.int64()),
-    ]
-)
-CHECKPOINT_SCHEMA = pa.schema(
-    [
-        ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64())])),
-        (
-            "add",
-            pa.struct(
-                [
-                    ("path", pa.string()),
-                    ("partitionValues", pa.map_(pa.string(), pa.string())),
-                    ("size", pa.int64()),
-                    ("modificationTime", pa.int64()),
-                    ("dataChange", pa.bool_()),
-                    ("tags", pa.map_(pa.string(), pa.string())),
-                    ("deletionVector", DV_TYPE),
-                    ("stats", pa.string()),
-                    (
-                        "stats_parsed",
-                        pa.struct(
-                            [
-                                ("numRecords", pa.int64()),
-                                (
-                                    "minValues",
-                                    pa.struct([("id", pa.int64()), ("ts", pa.timestamp("us", "UTC"))]),
-                                ),
-                            ]
-                        ),
-                    ),
-                ]
-            ),
-        ),
-        (
-            "remove",
-            pa.struct([("path", pa.string()), ("dataChange", pa.bool_()), ("deletionVector", DV_TYPE)]),
-        ),
-        (
-            "metaData",
-            pa.struct(
-                [
-                    ("id", pa.string()),
-                    (
-                        "format",
-                        pa.struct(
-                            [("provider", pa.string()), ("options", pa.map_(pa.string(), pa.string()))]
-                        ),
-                    ),
-                    ("schemaString", pa.string()),
-                    ("partitionColumns", pa.list_(pa.string())),
-                    ("configuration", pa.map_(pa.string(), pa.string())),
-                    ("createdTime", pa.int64()),
-                ]
-            ),
-        ),
-        (
-            "protocol",
-            pa.struct(
-                [
-                    ("minReaderVersion", pa.int32()),
-                    ("minWriterVersion", pa.int32()),
-                    ("readerFeatures", pa.list_(pa.string())),
-                    ("writerFeatures", pa.list_(pa.string())),
-                ]
-            ),
-        ),
-    ]
-)
-
-
-def checkpoint_add(path: str, dv_: dict | None, rows: int) -> dict:
-    return {
-        "add": {
-            "path": path,
-            "partitionValues": [],
-            "size": 100,
-            "modificationTime": 1,
-            "dataChange": False,
-            "deletionVector": None if dv_ is None else {**dv_, "maxRowIndex": 5},
-            "stats": None,  # writeStatsAsJson=false: only stats_parsed
-            "stats_parsed": {
-                "numRecords": rows,
-                "minValues": {"id": 0, "ts": dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=dt.UTC)},
-            },
-        }
-    }
-
-
-def checkpoint_rows() -> list[dict]:
-    meta = {
-        **METADATA,
-        "format": {"provider": "parquet", "options": []},
-        "configuration": list(METADATA["configuration"].items()),
-    }
-    return [
-        {"protocol": PROTOCOL},
-        {"metaData": meta},
-        {"txn": {"appId": "x", "version": 1}},
-        checkpoint_add("a.parquet", dv("dv1", 2), 10),
-        checkpoint_add("b%20c.parquet", None, 5),
-        {"remove": {"path": "gone.parquet", "dataChange": True, "deletionVector": None}},
-    ]
-
-
-def write_parquet(path: Path, rows: list[dict], schema: pa.Schema = CHECKPOINT_SCHEMA) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
-
-
-def checkpointed_log(tmp_path: Path) -> Path:
-    """Commits 0..1 deleted; checkpoint at 1 (written by the test); commit 2 on top."""
-    return write_log(
-        tmp_path,
-        [[info("DELETE"), remove("a.parquet", dv("dv1", 2)), add("a.parquet", dv("dv9", 3))]],
-        first=2,
-    )
-
-
-def assert_checkpoint_state(root: Path) -> None:
-    table = DeltaTable(root)
-    assert (table.oldest_version(), table.latest_version()) == (1, 2)
-    state = table.state(1)
-    files = {Path(loc).name: f for loc, f in state.files.items()}
-    assert sorted(files) == ["a.parquet", "b c.parquet"]
-    assert files["a.parquet"].deletion_vector == DeletionVectorDescriptor("u", "dv1", 1, 34, 2)
-    assert files["b c.parquet"].num_records == 5
-    assert files["a.parquet"].parsed_stats == {
-        "numRecords": 10,
-        "minValues": {"id": 0, "ts": "2024-01-02T03:04:05.678Z"},
-    }
-    assert state.metadata.configuration == METADATA["configuration"] and state.protocol.reader_features == {
-        "deletionVectors"
-    }
-    first, second = table.changes(1, 2)
-    assert names(first.added) == ["a.parquet", "b c.parquet"] and first.commit_info == {}
-    assert [(b.dv_unique_id, a.dv_unique_id) for b, a in second.dv_changed] == [("udv1@1", "udv9@1")]
 
 
 def test_classic_single_file_checkpoint_with_stats_parsed(tmp_path: Path) -> None:

@@ -9,56 +9,16 @@ Two tables are built once per module (Spark jobs are the cost here):
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
 
-import deltalake
-import pyarrow as pa
 import pytest
 
-from dv_assets.mirror.delta.replay import DeltaTable, TableState
-from tests.helpers.delta_log import assert_changes_match_states
+from dv_assets.mirror.delta.replay import DeltaTable
+from tests.helpers.delta_histories import PARTITION_VALUES, build_classic, build_v2
+from tests.helpers.delta_log import assert_changes_match_states, live_rows_per_file, without_early_commits
+from tests.helpers.readers import delta_rs_view, spark_live_rows_per_file
 
 pytestmark = pytest.mark.spark
-
-PARTITION_VALUES = ["a b", "a%b c", "x&y=z", "%25", "é ü", "plain"]
-CHECKPOINT_PART_SIZE = "spark.databricks.delta.checkpoint.partSize"
-# Four rows per partition value, ids 10*k .. 10*k+3 for the k-th value.
-ROWS_SQL = ", ".join(f"({10 * k + i}, '{p}')" for k, p in enumerate(PARTITION_VALUES) for i in range(4))
-
-
-def build_classic(spark, root: Path) -> None:
-    """v0 CTAS; v1 delete (DVs); v2 insert (classic checkpoint); v3 insert; v4 insert (multi-part
-    checkpoint, checkpoint.partSize=1); v5 delete (DV updates after the checkpoint)."""
-    create_with_rows(spark, root, "")
-    spark.sql(f"DELETE FROM delta.`{root}` WHERE id % 10 = 0")
-    spark.sql(f"INSERT INTO delta.`{root}` VALUES (100, 'a b')")
-    spark.sql(f"INSERT INTO delta.`{root}` VALUES (101, 'new')")
-    spark.conf.set(CHECKPOINT_PART_SIZE, "1")
-    try:
-        spark.sql(f"INSERT INTO delta.`{root}` VALUES (102, 'new')")
-    finally:
-        spark.conf.unset(CHECKPOINT_PART_SIZE)
-    spark.sql(f"DELETE FROM delta.`{root}` WHERE id IN (11, 21)")
-
-
-def build_v2(spark, root: Path) -> None:
-    """v0 CTAS; v1, v2 deletes (DVs; V2 checkpoint with sidecars at 2); v3 REORG ... APPLY (PURGE)
-    (dataChange=false)."""
-    create_with_rows(spark, root, ", 'delta.checkpointPolicy'='v2'")
-    spark.sql(f"DELETE FROM delta.`{root}` WHERE id % 10 = 0")
-    spark.sql(f"DELETE FROM delta.`{root}` WHERE id IN (11, 21)")
-    spark.sql(f"REORG TABLE delta.`{root}` APPLY (PURGE)")
-
-
-def create_with_rows(spark, root: Path, properties: str) -> None:
-    # One file per partition value (a single task), so that deletes leave DVs rather than drop files.
-    spark.sql(
-        f"CREATE TABLE delta.`{root}` USING delta PARTITIONED BY (p) "
-        f"TBLPROPERTIES ('delta.enableDeletionVectors'='true', 'delta.checkpointInterval'='2'{properties}) "
-        f"AS SELECT /*+ REPARTITION(1) */ CAST(id AS BIGINT) AS id, p FROM VALUES {ROWS_SQL} AS t(id, p)"
-    )
 
 
 @pytest.fixture(scope="module")
@@ -77,46 +37,6 @@ LATEST = {"classic": 5, "v2": 3}
 OLDEST = {"classic": 4, "v2": 2}
 # Version -> number of files whose DV the DELETE replaced (v1 deletes row 10*k of every file).
 DV_UPDATES = {"classic": {1: len(PARTITION_VALUES), 5: 2}, "v2": {1: len(PARTITION_VALUES), 2: 2}}
-
-
-def without_early_commits(root: Path, dest: Path, oldest: int) -> Path:
-    """A copy of the table whose commits before `oldest` (and their checksums) were cleaned up."""
-    shutil.copytree(root, dest)
-    for v in range(oldest):
-        for name in (f"{v:020d}.json", f".{v:020d}.json.crc", f"{v:020d}.crc", f".{v:020d}.crc.crc"):
-            (dest / "_delta_log" / name).unlink(missing_ok=True)
-    return dest
-
-
-def spark_live_rows_per_file(spark, root: Path, version: int) -> dict[str, int]:
-    from pyspark.sql.functions import input_file_name
-
-    df = spark.read.format("delta").option("versionAsOf", version).load(str(root))
-    counted = df.groupBy(input_file_name().alias("f")).count().collect()
-    return {
-        unquote(urlsplit(r["f"]).path) if r["f"].startswith("file:") else r["f"]: r["count"] for r in counted
-    }
-
-
-def live_rows_per_file(state: TableState) -> dict[str, int]:
-    rows = {
-        loc: f.num_records - (f.deletion_vector.cardinality if f.deletion_vector else 0)
-        for loc, f in state.files.items()
-    }
-    return {loc: n for loc, n in rows.items() if n > 0}
-
-
-def delta_rs_view(root: Path, version: int) -> tuple[set[str], dict[str, int]]:
-    table = deltalake.DeltaTable(str(root), version=version)
-    dvs = pa.table(table.deletion_vectors()).to_pylist()
-    deleted = {unquote(urlsplit(r["filepath"]).path): r["selection_vector"].count(False) for r in dvs}
-    # delta-rs URL-encodes the table root (only) in file_uris(); undo that for the comparison.
-    encoded_root = quote(str(root))
-    files = {
-        str(root) + uri[len(encoded_root) :] if uri.startswith(encoded_root) else uri
-        for uri in table.file_uris()
-    }
-    return files, deleted
 
 
 @pytest.mark.parametrize("name", ["classic", "v2"])

@@ -26,6 +26,8 @@ from dv_assets.mirror.dv.codec import (
 )
 from dv_assets.mirror.dv.reader import DVTask, convert_dv_batch, resolve_dv_location
 from dv_assets.mirror.errors import InvalidDeletionVectorError
+from tests.helpers.dvs import dv_file_of, fixture_dvs
+from tests.helpers.faults import patch_bytes
 from tests.helpers.paths import DELTA_FIXTURES, ICEBERG_DV_BLOBS
 
 ICEBERG_BLOBS = {
@@ -33,31 +35,6 @@ ICEBERG_BLOBS = {
     "small-alternating-values-position-index.bin": [1, 3, 5, 7, 9],
     "small-and-large-values-position-index.bin": [100, 101, 2147483747, 2147483748],
 }
-
-
-def fixture_dvs() -> list[tuple[str, int, DVTask]]:
-    """(table, version, task) for every `add` with a DV in the fixtures' JSON commits."""
-    out = []
-    for table in sorted(DELTA_FIXTURES.iterdir()):
-        for commit in sorted((table / "_delta_log").glob("*.json")):
-            for line in commit.read_text().splitlines():
-                add = json.loads(line).get("add") if line.strip() else None
-                if not add or not add.get("deletionVector"):
-                    continue
-                dv = add["deletionVector"]
-                stats = json.loads(add.get("stats") or "{}")
-                task = DVTask(
-                    table_root=str(table),
-                    data_file=f"{table}/{add['path']}",
-                    storage_type=dv["storageType"],
-                    path_or_inline_dv=dv["pathOrInlineDv"],
-                    offset=dv.get("offset"),
-                    size_in_bytes=dv["sizeInBytes"],
-                    cardinality=dv["cardinality"],
-                    num_records=stats.get("numRecords"),
-                )
-                out.append((table.name, int(commit.stem), task))
-    return out
 
 
 FIXTURE_DVS = fixture_dvs()
@@ -241,22 +218,11 @@ def small_table(tmp_path: Path) -> tuple[Path, DVTask]:
     return table, DVTask(**{**task.__dict__, "table_root": str(table)})
 
 
-def _dv_file(table: Path) -> Path:
-    [path] = table.glob("deletion_vector_*.bin")
-    return path
-
-
-def _patch(path: Path, offset: int, new: bytes) -> None:
-    data = bytearray(path.read_bytes())
-    data[offset : offset + len(new)] = new
-    path.write_bytes(bytes(data))
-
-
 def test_flipped_crc_byte_is_refused(small_table: tuple[Path, DVTask]) -> None:
     table, task = small_table
-    path = _dv_file(table)
+    path = dv_file_of(table)
     crc_at = 1 + 4 + task.size_in_bytes
-    _patch(path, crc_at, bytes([path.read_bytes()[crc_at] ^ 0xFF]))
+    patch_bytes(path, crc_at, bytes([path.read_bytes()[crc_at] ^ 0xFF]))
     with pytest.raises(InvalidDeletionVectorError, match="CRC-32 mismatch") as info:
         convert_dv_batch([task])
     assert str(path) in str(info.value)
@@ -264,14 +230,14 @@ def test_flipped_crc_byte_is_refused(small_table: tuple[Path, DVTask]) -> None:
 
 def test_flipped_bitmap_byte_is_refused_by_crc(small_table: tuple[Path, DVTask]) -> None:
     table, task = small_table
-    _patch(_dv_file(table), 20, b"\x7f")
+    patch_bytes(dv_file_of(table), 20, b"\x7f")
     with pytest.raises(InvalidDeletionVectorError, match="CRC-32 mismatch"):
         convert_dv_batch([task])
 
 
 def test_wrong_magic_is_refused(small_table: tuple[Path, DVTask]) -> None:
     table, task = small_table
-    path = _dv_file(table)
+    path = dv_file_of(table)
     data = path.read_bytes()
     bitmap = b"\x00\x00\x00\x00" + data[9 : 5 + task.size_in_bytes]
     path.write_bytes(data[:1] + frame_blob(bitmap) + data[5 + task.size_in_bytes + 4 :])
@@ -281,7 +247,7 @@ def test_wrong_magic_is_refused(small_table: tuple[Path, DVTask]) -> None:
 
 def test_truncated_file_is_refused(small_table: tuple[Path, DVTask]) -> None:
     table, task = small_table
-    path = _dv_file(table)
+    path = dv_file_of(table)
     path.write_bytes(path.read_bytes()[:-3])
     with pytest.raises(InvalidDeletionVectorError, match="truncated") as info:
         convert_dv_batch([task])
@@ -310,7 +276,7 @@ def test_wrong_cardinality_and_positions_past_the_file_are_refused(small_table: 
 
 def test_missing_file_is_refused(small_table: tuple[Path, DVTask]) -> None:
     table, task = small_table
-    path = _dv_file(table)
+    path = dv_file_of(table)
     path.unlink()
     with pytest.raises(InvalidDeletionVectorError, match="cannot be opened") as info:
         convert_dv_batch([task])
@@ -320,7 +286,7 @@ def test_missing_file_is_refused(small_table: tuple[Path, DVTask]) -> None:
 
 def test_bad_version_byte_is_refused(small_table: tuple[Path, DVTask]) -> None:
     table, task = small_table
-    _patch(_dv_file(table), 0, b"\x02")
+    patch_bytes(dv_file_of(table), 0, b"\x02")
     with pytest.raises(InvalidDeletionVectorError, match="format version 02"):
         convert_dv_batch([task])
 
@@ -334,7 +300,7 @@ def test_file_dv_without_offset_is_refused(copy_fixture, storage_type: str) -> N
     [dv] = [a["add"]["deletionVector"] for a in actions if "add" in a]
     del dv["offset"]
     if storage_type == "p":
-        dv.update(storageType="p", pathOrInlineDv=_dv_file(root).as_uri())
+        dv.update(storageType="p", pathOrInlineDv=dv_file_of(root).as_uri())
     commit.write_text("".join(json.dumps(a) + "\n" for a in actions))
     (change,) = DeltaTable(root).changes(1, 1)
     [(_, after)] = change.dv_changed
@@ -344,7 +310,7 @@ def test_file_dv_without_offset_is_refused(copy_fixture, storage_type: str) -> N
     )
     with pytest.raises(InvalidDeletionVectorError, match="has no offset") as info:
         convert_dv_batch([task])
-    assert info.value.file == after.location and str(_dv_file(root)) in info.value.reason
+    assert info.value.file == after.location and str(dv_file_of(root)) in info.value.reason
 
 
 def test_trailing_bytes_inside_a_valid_frame_are_refused() -> None:

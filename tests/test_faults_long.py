@@ -4,48 +4,23 @@ processes started at once. Every round ends with one snapshot per Delta version 
 
 from __future__ import annotations
 
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
-from pyspark.sql import SparkSession
 
 from dv_assets.mirror.errors import EXIT_CONFLICT, MirrorConflictError
-from dv_assets.mirror.iceberg.java import IcebergJava
-from dv_assets.mirror.iceberg.mirror_table import CommitOutcome, CommitRequest
 from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.sync import sync_table
-from tests.helpers.paths import DVMIRROR, REPO_ROOT, expected_rows
-from tests.helpers.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version
-from tests.helpers.rows import sorted_rows
+from tests.helpers.faults import RaceAt
+from tests.helpers.paths import DVMIRROR
+from tests.helpers.processes import dvmirror_env
+from tests.helpers.readers import assert_mirror_exact
 
 pytestmark = [pytest.mark.spark, pytest.mark.faults]
 
 PARTITIONED = "dv-partitioned-with-checkpoint"  # 16 versions
 ROUNDS = 8
-
-
-class RaceAt(IcebergJava):
-    """When this sync is about to commit `version`, another sync commits up to `until` first."""
-
-    def __init__(self, spark: SparkSession, root: Path, version: int, until: int) -> None:
-        super().__init__(spark)
-        self.root, self.version, self.until = root, version, until
-
-    def commit(self, table_name: str, request: CommitRequest) -> CommitOutcome:
-        if request.delta_version == self.version:
-            sync_table(self._spark, self.root, table_name, until_version=self.until)
-        return super().commit(table_name, request)
-
-
-def _assert_exact(spark: SparkSession, catalog: CatalogConfig, name: str) -> None:
-    snapshots = snapshots_by_delta_version(catalog, name)
-    assert sorted(snapshots) == list(range(16)), sorted(snapshots)
-    for version, snapshot_id in snapshots.items():
-        expected = sorted_rows(expected_rows(PARTITIONED, version))
-        assert iceberg_java_rows(spark, name, snapshot_id) == expected, (name, version)
-        assert pyiceberg_rows(catalog, name, snapshot_id) == expected, (name, version)
 
 
 @pytest.mark.parametrize("version", range(1, 16))
@@ -60,12 +35,11 @@ def test_forced_interleaving_at_every_version(
     with pytest.raises(MirrorConflictError):
         sync_table(spark, root, name, iceberg=RaceAt(spark, root, version, min(15, version + version % 3)))
     sync_table(spark, root, name)
-    _assert_exact(spark, catalog, name)
+    assert_mirror_exact(spark, catalog, name, PARTITIONED, versions=range(16))
 
 
 def test_two_processes_racing_for_many_rounds(copy_fixture, tmp_path: Path, spark, catalog) -> None:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DVMIRROR_")}
-    env["DVMIRROR_JARS"] = str(REPO_ROOT / ".jars")
+    env = dvmirror_env()
     root = copy_fixture(PARTITIONED)
     here = CatalogConfig.sqlite(catalog.sqlite_path, catalog.warehouse)
     for round_ in range(ROUNDS):
@@ -96,4 +70,4 @@ def test_two_processes_racing_for_many_rounds(copy_fixture, tmp_path: Path, spar
                 assert "rerun" in err and len(err.strip().splitlines()) == 1, err
         final = subprocess.run([*command[:-2]], env=env, cwd=tmp_path, capture_output=True, text=True)
         assert final.returncode == 0, final.stderr
-        _assert_exact(spark, catalog, name)
+        assert_mirror_exact(spark, catalog, name, PARTITIONED, versions=range(16))

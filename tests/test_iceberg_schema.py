@@ -8,7 +8,6 @@ from typing import Any
 
 import pytest
 from pyiceberg.partitioning import PartitionSpec
-from pyiceberg.schema import Schema
 from pyiceberg.table.name_mapping import parse_mapping_from_json
 
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
@@ -24,25 +23,7 @@ from dv_assets.mirror.iceberg.schema import (
     to_iceberg_schema,
 )
 from tests.helpers.paths import DELTA_FIXTURES
-
-
-def field(name: str, type_: Any, nullable: bool = True, **metadata: Any) -> dict[str, Any]:
-    return {"name": name, "type": type_, "nullable": nullable, "metadata": metadata}
-
-
-def mapped(name: str, type_: Any, column_id: int, nullable: bool = True, **metadata: Any) -> dict[str, Any]:
-    return field(
-        name,
-        type_,
-        nullable,
-        **{"delta.columnMapping.id": column_id, "delta.columnMapping.physicalName": f"col-{column_id}"},
-        **metadata,
-    )
-
-
-def struct(*fields: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "struct", "fields": list(fields)}
-
+from tests.helpers.schemas import as_pyiceberg, field, mapped, struct
 
 ALL_PRIMITIVES = [
     ("byte", "int"),
@@ -75,10 +56,6 @@ NESTED = struct(
         },
     ),
 )
-
-
-def as_pyiceberg(schema_json: dict[str, Any]) -> Schema:
-    return Schema.model_validate_json(json.dumps(schema_json))
 
 
 @pytest.mark.parametrize(("delta_type", "iceberg_type"), ALL_PRIMITIVES)

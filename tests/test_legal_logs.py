@@ -13,7 +13,6 @@ import pytest
 
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
-from dv_assets.mirror.iceberg.metrics import metrics_from_delta_stats
 from dv_assets.mirror.iceberg.schema import (
     evolve,
     name_mapping,
@@ -26,6 +25,7 @@ from dv_assets.mirror.iceberg.schema import (
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.paths import expected_rows
 from tests.helpers.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version
+from tests.helpers.schemas import field, string_bounds, struct, upgraded
 
 # --- commit files are newline-delimited JSON ------------------------------------------------------------
 
@@ -77,19 +77,7 @@ def test_raw_unicode_line_separators_inside_json_strings(tmp_path: Path) -> None
 
 # --- string upper bounds: Delta truncates in UTF-16 code units ------------------------------------------
 
-STRING_SCHEMA = {
-    "type": "struct",
-    "fields": [{"name": "s", "type": "string", "nullable": True, "metadata": {}}],
-}
 EMOJI = "\U0001f600"  # outside the BMP: 2 UTF-16 code units, 4 UTF-8 bytes
-
-
-def string_bounds(min_value: str, max_value: str) -> tuple[bytes | None, bytes | None]:
-    stats = json.dumps({"numRecords": 1, "minValues": {"s": min_value}, "maxValues": {"s": max_value}})
-    result = metrics_from_delta_stats(
-        stats, delta_schema=STRING_SCHEMA, iceberg_schema=to_iceberg_schema(STRING_SCHEMA)
-    )
-    return result.lower_bounds.get(1), result.upper_bounds.get(1)
 
 
 @pytest.mark.parametrize(
@@ -163,22 +151,8 @@ def test_finite_float_partition_values_still_mirror() -> None:
 # --- upgrading an existing table to column mapping -------------------------------------------------------
 
 
-def plain(name: str, type_: Any) -> dict[str, Any]:
-    return {"name": name, "type": type_, "nullable": True, "metadata": {}}
-
-
-def upgraded(name: str, type_: Any, column_id: int) -> dict[str, Any]:
-    """A field as Delta's upgrade leaves it: an id, and its old name as physical name."""
-    metadata = {"delta.columnMapping.id": column_id, "delta.columnMapping.physicalName": name}
-    return {"name": name, "type": type_, "nullable": True, "metadata": metadata}
-
-
-def struct(*fields: dict[str, Any]) -> dict[str, Any]:
-    return {"type": "struct", "fields": list(fields)}
-
-
 def test_upgrade_to_column_mapping_keeps_ids_of_a_flat_schema() -> None:
-    before = struct(plain("id", "long"), plain("name", "string"), plain("p", "date"))
+    before = struct(field("id", "long"), field("name", "string"), field("p", "date"))
     previous = to_iceberg_schema(before)
     # Delta numbers existing columns 1..n in field order, as Iceberg did.
     after = struct(upgraded("id", "long", 1), upgraded("name", "string", 2), upgraded("p", "date", 3))
@@ -190,7 +164,7 @@ def test_upgrade_to_column_mapping_keeps_ids_of_a_flat_schema() -> None:
     assert partition_spec(evolved, ["p"]) == partition_spec(previous, ["p"])
     # Later, columns Delta adds (id 4, a fresh physical name) and renames follow Delta's ids.
     ids = {"delta.columnMapping.id": 4, "delta.columnMapping.physicalName": "col-4a1c"}
-    added = {**plain("extra", "integer"), "metadata": ids}
+    added = {**field("extra", "integer"), "metadata": ids}
     renamed = {**after["fields"][1], "name": "full_name"}
     later = evolve(evolved, struct(after["fields"][0], renamed, after["fields"][2], added), "name")
     assert [(f["name"], f["id"]) for f in later["fields"]] == [
@@ -204,7 +178,7 @@ def test_upgrade_to_column_mapping_keeps_ids_of_a_flat_schema() -> None:
 def test_upgrade_to_column_mapping_that_would_change_ids_is_refused() -> None:
     # Iceberg numbers a struct's fields before their children (s=1, b=2, s.x=3); Delta numbers depth
     # first (s=1, s.x=2, b=3): keeping Iceberg's ids would let id 2 mean `b` in old files and `s.x` in new.
-    previous = to_iceberg_schema(struct(plain("s", struct(plain("x", "long"))), plain("b", "long")))
+    previous = to_iceberg_schema(struct(field("s", struct(field("x", "long"))), field("b", "long")))
     after = struct(upgraded("s", struct(upgraded("x", "long", 2)), 1), upgraded("b", "long", 3))
     with pytest.raises(
         UnsupportedFeatureError, match=r"'s\.x' was upgraded to column mapping.*is 3 .*gives it 2"
@@ -215,14 +189,14 @@ def test_upgrade_to_column_mapping_that_would_change_ids_is_refused() -> None:
 def test_upgrade_with_a_list_column_without_nested_ids_is_refused() -> None:
     # The list element has Iceberg id 3, which Delta will give to the next column it adds.
     array = {"type": "array", "elementType": "long", "containsNull": True}
-    previous = to_iceberg_schema(struct(plain("xs", array), plain("b", "long")))
+    previous = to_iceberg_schema(struct(field("xs", array), field("b", "long")))
     after = struct(upgraded("xs", array, 1), upgraded("b", "long", 2))
     with pytest.raises(UnsupportedFeatureError, match=r"'xs\.element' was upgraded to column mapping"):
         evolve(previous, after, "name")
 
 
 def test_upgrade_reordering_ids_of_a_flat_schema_is_refused() -> None:
-    previous = to_iceberg_schema(struct(plain("a", "long"), plain("b", "long")))
+    previous = to_iceberg_schema(struct(field("a", "long"), field("b", "long")))
     after = struct(upgraded("a", "long", 2), upgraded("b", "long", 1))
     with pytest.raises(UnsupportedFeatureError, match="was upgraded to column mapping"):
         evolve(previous, after, "name")

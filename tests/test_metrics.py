@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import struct
-from datetime import UTC, date, datetime
+from datetime import date
 from decimal import Decimal
 from typing import Any
 
@@ -32,6 +31,17 @@ from dv_assets.mirror.iceberg.metrics import (
 )
 from dv_assets.mirror.iceberg.schema import to_iceberg_schema
 from tests.helpers.paths import DELTA_FIXTURES
+from tests.helpers.schemas import (
+    ID,
+    MAX,
+    MIN,
+    NULLS,
+    FakeMetadata,
+    field,
+    metrics,
+    micros,
+    stats_json,
+)
 
 
 @pytest.mark.parametrize(
@@ -58,69 +68,6 @@ from tests.helpers.paths import DELTA_FIXTURES
 )
 def test_single_value_bytes_match_pyiceberg(iceberg_type: str, pyiceberg_type: Any, value: Any) -> None:
     assert to_single_value_bytes(iceberg_type, value) == to_bytes(pyiceberg_type, value)
-
-
-def field(name: str, type_: Any, **metadata: Any) -> dict[str, Any]:
-    return {"name": name, "type": type_, "nullable": True, "metadata": metadata}
-
-
-DELTA_SCHEMA = {
-    "type": "struct",
-    "fields": [
-        field("i", "integer"),
-        field("l", "long"),
-        field("f", "float"),
-        field("d", "double"),
-        field("dec", "decimal(10,2)"),
-        field("b", "boolean"),
-        field("day", "date"),
-        field("ts", "timestamp"),
-        field("ntz", "timestamp_ntz"),
-        field("s", "string"),
-        field("bin", "binary"),
-        field("st", {"type": "struct", "fields": [field("x", "long")]}),
-        field("arr", {"type": "array", "elementType": "long", "containsNull": True}),
-        field("part", "integer"),
-    ],
-}
-ICEBERG_SCHEMA = to_iceberg_schema(DELTA_SCHEMA)
-ID = {f["name"]: f["id"] for f in ICEBERG_SCHEMA["fields"]}
-ID["st.x"] = ICEBERG_SCHEMA["fields"][11]["type"]["fields"][0]["id"]
-
-MIN = {
-    "i": -5,
-    "l": 10,
-    "f": 0.0,
-    "d": -1.5,
-    "dec": 1.10,
-    "b": False,
-    "day": "2024-01-01",
-    "ts": "2024-01-01T00:00:00.123Z",
-    "ntz": "2024-01-01T00:00:00.123",
-    "s": "apple",
-    "bin": "AAA",
-    "st": {"x": 1},
-}
-MAX = {**MIN, "i": 7, "f": 2.5, "d": -0.0, "dec": 99.99, "b": True, "ts": "2024-01-02T10:00:00.999+02:00"}
-MAX |= {"ntz": "2024-01-02T00:00:00.500", "s": "banana", "st": {"x": 9}}
-NULLS = {name: 0 for name in MIN} | {"st": {"x": 1}, "s": 3}
-
-
-def stats_json(**overrides: Any) -> str:
-    stats = {"numRecords": 10, "minValues": MIN, "maxValues": MAX, "nullCount": NULLS, "tightBounds": True}
-    return json.dumps(stats | overrides)
-
-
-def metrics(stats: Any, **kwargs: Any):
-    return metrics_from_delta_stats(
-        stats, delta_schema=DELTA_SCHEMA, iceberg_schema=ICEBERG_SCHEMA, partition_columns=["part"], **kwargs
-    )
-
-
-def micros(text: str) -> int:
-    instant = datetime.fromisoformat(text)
-    instant = instant if instant.tzinfo else instant.replace(tzinfo=UTC)
-    return round((instant - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1_000_000)
 
 
 def test_bounds_for_every_supported_type() -> None:
@@ -218,14 +165,6 @@ def test_column_mapping_reads_physical_names() -> None:
         stats, delta_schema=schema, iceberg_schema=iceberg, column_mapping_mode="name"
     )
     assert result.lower_bounds == {5: to_bytes(LongType(), 1)} and result.null_value_counts == {5: 0}
-
-
-@dataclasses.dataclass
-class FakeMetadata:
-    schema: dict[str, Any]
-    column_mapping_mode: str = "none"
-    partition_columns: list[str] = dataclasses.field(default_factory=list)
-    configuration: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 def test_fixture_stats_convert() -> None:

@@ -12,8 +12,6 @@
 from __future__ import annotations
 
 import json
-import os
-import re
 import shutil
 import subprocess
 import sys
@@ -26,14 +24,8 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
-from tests.helpers.paths import DELTA_FIXTURES, REPO_ROOT
-
-
-def _clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("DVMIRROR_", "PYTHON", "DAGSTER_"))}
-    env.update(extra)
-    return env
-
+from tests.helpers.paths import DELTA_FIXTURES, REPO_ROOT, locked_versions
+from tests.helpers.processes import jars_dir, outside_env, run
 
 IMPORT_THE_ENGINE = """
 import json, pkgutil, sys
@@ -52,7 +44,7 @@ def test_engine_imports_without_dagster() -> None:
     done = subprocess.run(
         [sys.executable, "-c", IMPORT_THE_ENGINE],
         cwd=REPO_ROOT,
-        env=_clean_env(),
+        env=outside_env(),
         capture_output=True,
         text=True,
     )
@@ -65,6 +57,7 @@ def test_engine_imports_without_dagster() -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.system  # a fresh virtual environment and a wheel built and installed into it
 def test_non_editable_install_runs_the_cli_and_loads_the_definitions_elsewhere(tmp_path: Path) -> None:
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
@@ -90,7 +83,7 @@ def test_non_editable_install_runs_the_cli_and_loads_the_definitions_elsewhere(t
             "--no-deps",
             str(REPO_ROOT),
         ],
-        env=_clean_env(),
+        env=outside_env(),
         capture_output=True,
         text=True,
         timeout=600,
@@ -99,7 +92,7 @@ def test_non_editable_install_runs_the_cli_and_loads_the_definitions_elsewhere(t
 
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    env = _clean_env(DVMIRROR_JARS=str(REPO_ROOT / ".jars"), DAGSTER_HOME=str(elsewhere))
+    env = outside_env(DVMIRROR_JARS=jars_dir(), DAGSTER_HOME=str(elsewhere))
     where = subprocess.run(
         [str(python), "-c", "import dv_assets, resources; print(dv_assets.__file__, resources.__file__)"],
         cwd=elsewhere,
@@ -112,13 +105,8 @@ def test_non_editable_install_runs_the_cli_and_loads_the_definitions_elsewhere(t
 
     table = elsewhere / "table-with-dv-small"
     shutil.copytree(DELTA_FIXTURES / "table-with-dv-small", table)
-    synced = subprocess.run(
-        [str(venv / "bin" / "dvmirror"), "sync", str(table), "--table", "pkg.t", "--json"],
-        cwd=elsewhere,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
+    synced = run(
+        [venv / "bin" / "dvmirror", "sync", str(table), "--table", "pkg.t", "--json"], cwd=elsewhere, env=env
     )
     assert synced.returncode == 0, synced.stdout + synced.stderr
     assert json.loads(synced.stdout)["mirrored_versions"] == [0, 1]
@@ -129,9 +117,9 @@ def test_non_editable_install_runs_the_cli_and_loads_the_definitions_elsewhere(t
         "type: dv_assets.components.DeltaMirrorComponent\n"
         "attributes: {name: pkg, delta_path: table-with-dv-small, iceberg_table: pkg.t}\n"
     )
-    listed = subprocess.run(
+    listed = run(
         [
-            str(python),
+            python,
             "-W",
             "ignore",
             "-c",
@@ -140,36 +128,20 @@ def test_non_editable_install_runs_the_cli_and_loads_the_definitions_elsewhere(t
         ],
         cwd=elsewhere,
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.strip() == str(["checks_pkg", "cleanup_pkg", "mirror_pkg"])
-    validated = subprocess.run(
-        [str(python), "-m", "dagster", "definitions", "validate", "-m", "dv_assets.definitions"],
+    validated = run(
+        [python, "-m", "dagster", "definitions", "validate", "-m", "dv_assets.definitions"],
         cwd=elsewhere,
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
     )
     assert validated.returncode == 0, validated.stdout + validated.stderr
 
 
-def _locked_versions() -> dict[str, list[str]]:
-    """Package name -> the versions requirements.lock pins (one per environment-marker branch)."""
-    pins: dict[str, list[str]] = {}
-    for line in (REPO_ROOT / "requirements.lock").read_text().splitlines():
-        match = re.match(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s;]+)", line)
-        if match:
-            pins.setdefault(canonicalize_name(match[1]), []).append(match[2])
-    return pins
-
-
 def test_the_lock_pins_every_dependency_within_its_range() -> None:
     project = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())["project"]
-    pins = _locked_versions()
+    pins = locked_versions()
     declared = [Requirement(r) for r in project["dependencies"] + project["optional-dependencies"]["dev"]]
     outside = {
         str(req): pins.get(canonicalize_name(req.name))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import struct
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from pyiceberg.table.puffin import PuffinFile as PyIcebergPuffinFile
 from pyroaring import BitMap64
 
 from dv_assets.mirror.dv.codec import encode_blob
-from dv_assets.mirror.dv.reader import DVBlob, DVTask, convert_dv_batch
+from dv_assets.mirror.dv.reader import DVBlob
 from dv_assets.mirror.iceberg.position_deletes import (
     FILE_PATH_FIELD_ID,
     POS_FIELD_ID,
@@ -25,52 +24,7 @@ from dv_assets.mirror.iceberg.puffin import (
     build_puffin,
     read_puffin_footer,
 )
-from tests.helpers.paths import DELTA_FIXTURES
-
-
-def delta_dvs() -> list[DVBlob]:
-    """Verified DVs from real Delta files (file-based and inline)."""
-    tasks = [
-        DVTask(
-            str(DELTA_FIXTURES / "table-with-dv-small"),
-            "/t/a.parquet",
-            "u",
-            "vBn[lx{q8@P<9BNH/isA",
-            1,
-            36,
-            2,
-            10,
-        ),
-        DVTask(
-            "/unused",
-            "/t/b.parquet",
-            "i",
-            "^Bg9^0rr910000000000iXQKl0rr91000935c8Xg000311onP9",
-            None,
-            40,
-            4,
-            10,
-        ),
-        DVTask(
-            str(DELTA_FIXTURES / "with-short-dv"),
-            "s3://bucket/c d.parquet",
-            "u",
-            _short_dv_id(),
-            1,
-            38,
-            3,
-            10,
-        ),
-    ]
-    return convert_dv_batch(tasks)
-
-
-def _short_dv_id() -> str:
-    for line in (DELTA_FIXTURES / "with-short-dv" / "_delta_log" / "00000000000000000000.json").open():
-        add = json.loads(line).get("add")
-        if add and add.get("deletionVector"):
-            return add["deletionVector"]["pathOrInlineDv"]
-    raise AssertionError("no DV in with-short-dv")
+from tests.helpers.dvs import delta_dvs
 
 
 def test_layout_matches_the_spec() -> None:

@@ -11,54 +11,51 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import uuid
 from pathlib import Path
-from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pydantic import ValidationError
-from pyspark.sql import SparkSession
 
 from dv_assets.mirror.dv.codec import encode_blob, z85_encode
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorConflictError, MirrorInputError
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.maintenance import Retention
-from dv_assets.mirror.iceberg.mirror_table import CommitOutcome, CommitRequest
 from dv_assets.mirror.io import FileIO
-from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
+from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import hash_tree
-from tests.helpers.paths import DVMIRROR, REPO_ROOT, expected_rows
+from tests.helpers.delta_histories import delta_table_with_dvs, vacuum_now
+from tests.helpers.delta_log import METADATA
+from tests.helpers.faults import (
+    COMMIT_0,
+    COMMIT_1,
+    DATA_NAME,
+    DV_NAME,
+    FailAfterWrites,
+    FailAroundCommit,
+    InterruptAfterCommit,
+    RaceBeforeCommit,
+    edit_commit,
+    point_dv_at,
+)
+from tests.helpers.processes import sync_cli
 from tests.helpers.readers import (
+    assert_mirror_exact,
+    current_snapshot_id,
     delta_spark_rows,
     iceberg_java_rows,
     pyiceberg_rows,
     snapshots_by_delta_version,
 )
-from tests.helpers.rows import sorted_rows
 
 pytestmark = pytest.mark.spark
 
 SMALL = "table-with-dv-small"  # v0: 10 rows; v1: a DV deletes 2
 PARTITIONED = "dv-partitioned-with-checkpoint"  # 16 versions, a checkpoint at 10
-
-
-def _assert_exact(spark: SparkSession, catalog: CatalogConfig, name: str, fixture: str) -> None:
-    """Every mirrored version equals the fixture's expected rows, through Iceberg Java and pyiceberg."""
-    for version, snapshot_id in snapshots_by_delta_version(catalog, name).items():
-        expected = sorted_rows(expected_rows(fixture, version))
-        assert iceberg_java_rows(spark, name, snapshot_id) == expected, (name, version)
-        assert pyiceberg_rows(catalog, name, snapshot_id) == expected, (name, version)
-
-
-def _current(spark: SparkSession, name: str) -> int | None:
-    table = IcebergJava(spark).load(name)
-    assert table is not None
-    return table.current_snapshot_id
 
 
 # --- ownership: Iceberg's own file deletion never reaches Delta's files ------------------------------
@@ -71,7 +68,7 @@ def test_drop_table_purge_deletes_no_delta_file(spark, catalog, copy_fixture) ->
     with pytest.raises(Exception, match="GC is disabled"):
         spark.sql(f"DROP TABLE {ICEBERG_CATALOG_NAME}.rel.purge PURGE")
     assert hash_tree(root) == delta_before
-    _assert_exact(spark, catalog, "rel.purge", SMALL)
+    assert_mirror_exact(spark, catalog, "rel.purge", SMALL)
     # A plain DROP (no purge) only unregisters the table; the Delta table stays whole.
     spark.sql(f"DROP TABLE {ICEBERG_CATALOG_NAME}.rel.purge")
     assert hash_tree(root) == delta_before
@@ -85,7 +82,7 @@ def test_icebergs_file_deleting_procedures_are_refused(spark, catalog, copy_fixt
     with pytest.raises(Exception, match="GC is disabled"):
         spark.sql(f"CALL {ICEBERG_CATALOG_NAME}.system.{procedure}(table => 'rel.{procedure}')").collect()
     assert hash_tree(root) == delta_before
-    _assert_exact(spark, catalog, f"rel.{procedure}", SMALL)
+    assert_mirror_exact(spark, catalog, f"rel.{procedure}", SMALL)
 
 
 def test_warehouse_inside_the_delta_table_is_refused(spark, copy_fixture, tmp_path: Path) -> None:
@@ -114,13 +111,13 @@ def test_an_existing_non_mirror_table_is_not_written(spark, copy_fixture) -> Non
 def test_another_delta_table_in_the_same_folder_is_refused(spark, catalog, copy_fixture) -> None:
     root = copy_fixture(SMALL)
     sync_table(spark, root, "rel.replaced")
-    before = _current(spark, "rel.replaced")
+    before = current_snapshot_id(spark, "rel.replaced")
     other = copy_fixture(PARTITIONED)  # more versions, another table id and other commits
     shutil.rmtree(root)
     shutil.copytree(other, root)
     with pytest.raises(MirrorInputError, match="another Delta table"):
         sync_table(spark, root, "rel.replaced")
-    assert _current(spark, "rel.replaced") == before
+    assert current_snapshot_id(spark, "rel.replaced") == before
 
 
 def test_a_delta_table_behind_its_mirror_is_refused(spark, copy_fixture) -> None:
@@ -141,17 +138,17 @@ def test_rewrite_manifests_is_tolerated(spark, catalog, copy_fixture) -> None:
     result = sync_table(spark, root, "rel.manifests")
     assert result.previously_mirrored == 9
     assert result.mirrored_versions == list(range(10, 16))
-    _assert_exact(spark, catalog, "rel.manifests", PARTITIONED)
+    assert_mirror_exact(spark, catalog, "rel.manifests", PARTITIONED)
 
 
 def test_a_foreign_content_change_is_refused_not_mirrored_over(spark, copy_fixture) -> None:
     root = copy_fixture(PARTITIONED)
     sync_table(spark, root, "rel.tampered", until_version=9)
     spark.sql(f"DELETE FROM {ICEBERG_CATALOG_NAME}.rel.tampered WHERE col1 = 1")
-    tampered = _current(spark, "rel.tampered")
+    tampered = current_snapshot_id(spark, "rel.tampered")
     with pytest.raises(MirrorInputError, match="changed the table's content outside dv-mirror"):
         sync_table(spark, root, "rel.tampered")
-    assert _current(spark, "rel.tampered") == tampered
+    assert current_snapshot_id(spark, "rel.tampered") == tampered
 
 
 # --- Delta log cleanup -----------------------------------------------------------------------------------
@@ -160,32 +157,17 @@ def test_a_foreign_content_change_is_refused_not_mirrored_over(spark, copy_fixtu
 def test_commits_removed_by_log_cleanup_are_refused_not_guessed(spark, catalog, copy_fixture) -> None:
     root = copy_fixture(PARTITIONED)
     sync_table(spark, root, "rel.lagging", until_version=9)
-    before = _current(spark, "rel.lagging")
+    before = current_snapshot_id(spark, "rel.lagging")
     for version in range(10):  # what Delta's log retention does; the checkpoint at 10 stays
         (root / "_delta_log" / f"{version:020d}.json").unlink()
     with pytest.raises(MirrorInputError, match="no longer holds the commits after it") as refused:
         sync_table(spark, root, "rel.lagging")
     assert refused.value.version == 10
-    assert _current(spark, "rel.lagging") == before
-    _assert_exact(spark, catalog, "rel.lagging", PARTITIONED)
+    assert current_snapshot_id(spark, "rel.lagging") == before
+    assert_mirror_exact(spark, catalog, "rel.lagging", PARTITIONED)
 
 
 # --- commits: races and interrupts ------------------------------------------------------------------------
-
-
-class RaceBeforeCommit(IcebergJava):
-    """Just before this sync commits a version, another sync of the same table commits it first."""
-
-    def __init__(self, spark: SparkSession, root: Path) -> None:
-        super().__init__(spark)
-        self.root = root
-        self.raced = False
-
-    def commit(self, table_name: str, request: CommitRequest) -> CommitOutcome:
-        if not self.raced:
-            self.raced = True
-            sync_table(self._spark, self.root, table_name, until_version=request.delta_version)
-        return super().commit(table_name, request)
 
 
 def test_a_lost_race_commits_nothing_and_the_rerun_converges(spark, catalog, copy_fixture) -> None:
@@ -196,15 +178,7 @@ def test_a_lost_race_commits_nothing_and_the_rerun_converges(spark, catalog, cop
     assert lost.value.version == 4
     assert sorted(snapshots_by_delta_version(catalog, "rel.race")) == [0, 1, 2, 3, 4]
     assert sync_table(spark, root, "rel.race").mirrored_versions == list(range(5, 16))
-    _assert_exact(spark, catalog, "rel.race", PARTITIONED)
-
-
-class InterruptAfterCommit(IcebergJava):
-    """The commit lands, then the process is interrupted (Ctrl-C, a Dagster run terminated)."""
-
-    def commit(self, table_name: str, request: CommitRequest) -> CommitOutcome:
-        super().commit(table_name, request)
-        raise KeyboardInterrupt
+    assert_mirror_exact(spark, catalog, "rel.race", PARTITIONED)
 
 
 @pytest.mark.parametrize("format_version", [3, 2])
@@ -215,32 +189,11 @@ def test_an_interrupt_after_the_commit_keeps_its_delete_files(spark, catalog, co
     with pytest.raises(KeyboardInterrupt):
         sync_table(spark, root, name, iceberg=InterruptAfterCommit(spark))
     assert sorted(snapshots_by_delta_version(catalog, name)) == [0, 1]
-    _assert_exact(spark, catalog, name, SMALL)  # the committed delete file is there and read
+    assert_mirror_exact(spark, catalog, name, SMALL)  # the committed delete file is there and read
     assert sync_table(spark, root, name).mirrored_versions == []
 
 
 # --- path policy: a hostile log reaches no file outside the table -----------------------------------------
-
-DATA_NAME = "part-00000-fae5310a-a37d-4e51-827b-c3d5516560ca-c000.snappy.parquet"
-DV_NAME = "deletion_vector_61d16c75-6994-46b7-a15b-8b538852e50e.bin"
-COMMIT_0 = "_delta_log/00000000000000000000.json"
-COMMIT_1 = "_delta_log/00000000000000000001.json"
-
-
-def _edit(root: Path, commit: str, old: str, new: str) -> None:
-    text = (root / commit).read_text()
-    assert old in text, (commit, old)
-    (root / commit).write_text(text.replace(old, new))
-
-
-def _p_dv(root: Path, location: str) -> None:
-    """Make commit 1's DV an absolute-path (`p`) DV at `location`."""
-    _edit(
-        root,
-        COMMIT_1,
-        '"storageType":"u","pathOrInlineDv":"vBn[lx{q8@P<9BNH/isA"',
-        f'"storageType":"p","pathOrInlineDv":"{location}"',
-    )
 
 
 def test_a_data_file_outside_the_table_is_refused(spark, copy_fixture, tmp_path: Path) -> None:
@@ -249,7 +202,7 @@ def test_a_data_file_outside_the_table_is_refused(spark, copy_fixture, tmp_path:
     victim.mkdir()
     shutil.copy2(root / DATA_NAME, victim / DATA_NAME)
     for commit in (COMMIT_0, COMMIT_1):
-        _edit(root, commit, f'"path":"{DATA_NAME}"', f'"path":"../victim/{DATA_NAME}"')
+        edit_commit(root, commit, f'"path":"{DATA_NAME}"', f'"path":"../victim/{DATA_NAME}"')
     with pytest.raises(MirrorInputError, match="outside the table root") as refused:
         sync_table(spark, root, "rel.escape")
     assert (refused.value.version, refused.value.file) == (0, str(victim / DATA_NAME))
@@ -263,20 +216,20 @@ def test_dvs_outside_the_table_are_refused_unless_their_root_is_allowed(
     elsewhere = tmp_path / "shallow-clone-source"
     elsewhere.mkdir()
     shutil.copy2(root / DV_NAME, elsewhere / DV_NAME)
-    _p_dv(root, (elsewhere / DV_NAME).as_uri())
+    point_dv_at(root, (elsewhere / DV_NAME).as_uri())
     with pytest.raises(MirrorInputError, match=r"deletion vector file .* outside the table root") as refused:
         sync_table(spark, root, "rel.p_dv")
     assert (refused.value.version, refused.value.file) == (1, str(root / DATA_NAME))
     assert sorted(snapshots_by_delta_version(catalog, "rel.p_dv")) == [0]
     # With the folder allowed, the same log is mirrored exactly.
     assert sync_table(spark, root, "rel.p_dv", allowed_roots=[str(elsewhere)]).mirrored_versions == [1]
-    _assert_exact(spark, catalog, "rel.p_dv", SMALL)
+    assert_mirror_exact(spark, catalog, "rel.p_dv", SMALL)
 
 
 def test_a_relative_dv_whose_prefix_climbs_out_is_refused(spark, copy_fixture) -> None:
     root = copy_fixture(SMALL)
     # A `u` DV's prefix is the text before the 20-character encoded UUID: "../" leaves the table.
-    _edit(
+    edit_commit(
         root,
         COMMIT_1,
         '"pathOrInlineDv":"vBn[lx{q8@P<9BNH/isA"',
@@ -296,45 +249,12 @@ def test_a_dv_that_is_not_a_regular_file_is_refused_without_reading(spark, copy_
 
 def test_a_file_uri_with_a_query_string_is_refused(spark, copy_fixture) -> None:
     root = copy_fixture(SMALL)
-    _p_dv(root, f"{(root / DV_NAME).as_uri()}?endpoint_override=attacker.example")
+    point_dv_at(root, f"{(root / DV_NAME).as_uri()}?endpoint_override=attacker.example")
     with pytest.raises(MirrorInputError, match="query string"):
         sync_table(spark, root, "rel.query")
 
 
 # --- crashes at each step, and VACUUM between syncs -------------------------------------------------------
-
-
-class FailAfterWrites(FileIO):
-    """Storage that fails the sync (as a crash would stop it) after `writes` delete files exist."""
-
-    def __init__(self, writes: int) -> None:
-        super().__init__()
-        self.writes = writes
-
-    def _count(self) -> None:
-        self.writes -= 1
-        if self.writes < 0:
-            raise SystemExit("injected crash")
-
-    def write(self, location: str, content: bytes) -> None:
-        self._count()
-        super().write(location, content)
-
-    def parquet_writer(self, location: str, schema: pa.Schema, **options: Any) -> pq.ParquetWriter:
-        self._count()
-        return super().parquet_writer(location, schema, **options)
-
-
-class FailAroundCommit(IcebergJava):
-    def __init__(self, spark: SparkSession, *, before: bool) -> None:
-        super().__init__(spark)
-        self.before = before
-
-    def commit(self, table_name: str, request: CommitRequest) -> CommitOutcome:
-        if self.before:
-            raise SystemExit("injected crash before the commit")
-        super().commit(table_name, request)
-        raise SystemExit("injected crash after the commit")
 
 
 @pytest.mark.parametrize(
@@ -356,37 +276,18 @@ def test_a_crash_at_each_step_converges(spark, catalog, copy_fixture, step: str)
     if step == "after the commit":
         assert mirrored == list(range(7))
     sync_table(spark, root, name)
-    _assert_exact(spark, catalog, name, PARTITIONED)
-
-
-def _delta_table_with_dvs(spark: SparkSession, root: Path) -> str:
-    ref = f"delta.`{root}`"
-    spark.sql(
-        f"CREATE TABLE {ref} (id BIGINT, p STRING) USING delta PARTITIONED BY (p) "
-        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
-    )
-    spark.sql(f"INSERT INTO {ref} SELECT id, CAST(id % 3 AS STRING) FROM range(0, 300)")
-    spark.sql(f"DELETE FROM {ref} WHERE id % 7 = 0")
-    return ref
-
-
-def _vacuum(spark: SparkSession, ref: str) -> None:
-    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
-    try:
-        spark.sql(f"VACUUM {ref} RETAIN 0 HOURS")
-    finally:
-        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")
+    assert_mirror_exact(spark, catalog, name, PARTITIONED)
 
 
 def test_vacuum_between_syncs(spark, catalog, tmp_path: Path) -> None:
     root = tmp_path / "vacuumed"
-    ref = _delta_table_with_dvs(spark, root)
+    ref = delta_table_with_dvs(spark, root)
     sync_table(spark, root, "rel.vacuum", format_version=2)
     spark.sql(f"DELETE FROM {ref} WHERE id % 5 = 0")  # DVs replaced: the old ones become garbage
     spark.sql(f"OPTIMIZE {ref}")  # data files carrying DVs removed
     sync_table(spark, root, "rel.vacuum")
     mirrored = sorted(snapshots_by_delta_version(catalog, "rel.vacuum"))
-    _vacuum(spark, ref)  # deletes the files only older versions referenced, VACUUM's usual job
+    vacuum_now(spark, ref)  # deletes the files only older versions referenced, VACUUM's usual job
     spark.sql(f"DELETE FROM {ref} WHERE id % 11 = 0")
     result = sync_table(spark, root, "rel.vacuum")
     latest = result.latest_delta_version
@@ -401,12 +302,12 @@ def test_vacuum_between_syncs(spark, catalog, tmp_path: Path) -> None:
 
 def test_vacuum_of_files_the_mirror_still_needs_is_refused(spark, catalog, tmp_path: Path) -> None:
     root = tmp_path / "vacuumed_early"
-    ref = _delta_table_with_dvs(spark, root)
+    ref = delta_table_with_dvs(spark, root)
     sync_table(spark, root, "rel.vacuum_early")
     mirrored = sorted(snapshots_by_delta_version(catalog, "rel.vacuum_early"))
     spark.sql(f"DELETE FROM {ref} WHERE id % 5 = 0")
     spark.sql(f"OPTIMIZE {ref}")
-    _vacuum(spark, ref)  # the DVs of the DELETE are gone before the mirror copied them
+    vacuum_now(spark, ref)  # the DVs of the DELETE are gone before the mirror copied them
     with pytest.raises(MirrorInputError, match="does not exist") as refused:
         sync_table(spark, root, "rel.vacuum_early")
     assert refused.value.version == mirrored[-1] + 1
@@ -425,17 +326,13 @@ def test_data_files_with_a_change_type_column_read_in_every_reader(spark, catalo
         {"id": pa.array([1, 2, 3], pa.int64()), "_change_type": ["insert", None, "update_postimage"]}
     )
     pq.write_table(data, root / "part-0.parquet")
-    schema = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
     actions = [
         {"protocol": {"minReaderVersion": 1, "minWriterVersion": 4}},
         {
             "metaData": {
+                **METADATA,
                 "id": "cdf-in-data",
-                "format": {"provider": "parquet", "options": {}},
-                "schemaString": schema,
-                "partitionColumns": [],
                 "configuration": {"delta.enableChangeDataFeed": "true"},
-                "createdTime": 1,
             }
         },
         {
@@ -482,21 +379,12 @@ def test_a_huge_dv_against_overstated_stats_is_refused_in_format_2(spark, tmp_pa
         "sizeInBytes": len(blob) - 8,
         "cardinality": 1 << 21,
     }
-    schema = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
     protocol = {"minReaderVersion": 3, "minWriterVersion": 7}
     protocol |= {"readerFeatures": ["deletionVectors"], "writerFeatures": ["deletionVectors"]}
     commits = [
         [
             {"protocol": protocol},
-            {
-                "metaData": {
-                    "id": "overstated",
-                    "format": {"provider": "parquet", "options": {}},
-                    "schemaString": schema,
-                    "partitionColumns": [],
-                    "configuration": {},
-                }
-            },
+            {"metaData": {**METADATA, "id": "overstated", "configuration": {}}},
             {"add": {**add, "stats": stats}},
         ],
         [
@@ -519,7 +407,6 @@ def test_a_removed_data_file_that_vacuum_deleted_needs_no_row_count(spark, catal
     (root / "_delta_log").mkdir(parents=True)
     for name, ids in (("a.parquet", [1, 2]), ("b.parquet", [3])):
         pq.write_table(pa.table({"id": pa.array(ids, pa.int64())}), root / name)
-    schema = '{"type":"struct","fields":[{"name":"id","type":"long","nullable":true,"metadata":{}}]}'
 
     def add(name: str) -> dict:
         size = (root / name).stat().st_size
@@ -536,15 +423,7 @@ def test_a_removed_data_file_that_vacuum_deleted_needs_no_row_count(spark, catal
     commits = [
         [
             {"protocol": {"minReaderVersion": 1, "minWriterVersion": 2}},
-            {
-                "metaData": {
-                    "id": "t",
-                    "format": {"provider": "parquet", "options": {}},
-                    "schemaString": schema,
-                    "partitionColumns": [],
-                    "configuration": {},
-                }
-            },
+            {"metaData": {**METADATA, "id": "t", "configuration": {}}},
             add("a.parquet"),  # no stats: the row count comes from the footer while the file is there
         ],
         [{"remove": {"path": "a.parquet", "dataChange": True}}, add("b.parquet")],
@@ -569,14 +448,6 @@ def test_ownership_is_one_spelling_and_orphans_have_a_minimum_age() -> None:
         Retention(orphan_min_age_hours=0)
 
 
-def _cli(tmp: Path, catalog: CatalogConfig, root: Path, table: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DVMIRROR_")}
-    env["DVMIRROR_JARS"] = str(REPO_ROOT / ".jars")
-    command = [str(DVMIRROR), "sync", str(root), "--table", table, "--catalog-uri", catalog.sqlalchemy_uri]
-    command += ["--warehouse", str(catalog.warehouse)]
-    return subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True, timeout=300)
-
-
 def test_refusals_through_the_cli_are_one_line_and_exit_2(
     spark, catalog, copy_fixture, tmp_path: Path
 ) -> None:
@@ -589,7 +460,7 @@ def test_refusals_through_the_cli_are_one_line_and_exit_2(
         ("rel.cli_foreign", copy_fixture(SMALL), "not a dv-mirror mirror"),
         ("rel.cli_lagging", lagging, "no longer holds the commits after it"),
     ):
-        done = _cli(tmp_path, catalog, root, table)
+        done = sync_cli(tmp_path, root, table, catalog=catalog)
         assert done.returncode == 2, done.stderr
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("dvmirror: ") and reason in lines[0], done.stderr
@@ -649,7 +520,7 @@ def test_dvs_converted_in_spark_tasks_mirror_exactly(spark, catalog, copy_fixtur
     result = sync_table(spark, root, name, format_version=format_version, executor_threshold=1)
     converted = {v.dvs_converted_on.split(" ")[0] for v in result.versions if v.dvs_written}
     assert converted == {"spark"}
-    _assert_exact(spark, catalog, name, PARTITIONED)
+    assert_mirror_exact(spark, catalog, name, PARTITIONED)
 
 
 def test_a_bad_dv_in_a_spark_task_is_refused_like_on_the_driver(spark, catalog, copy_fixture) -> None:

@@ -12,20 +12,19 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pyspark
 import pytest
 
-from tests.helpers.paths import DELTA_FIXTURES, REPO_ROOT, expected_rows
+from tests.helpers.paths import DELTA_FIXTURES, expected_rows
+from tests.helpers.processes import dvmirror_env, free_port, run, wait_for_text
 from tests.helpers.rows import sorted_rows
 
-pytestmark = pytest.mark.spark
+pytestmark = [pytest.mark.spark, pytest.mark.system]  # a standalone master and worker of its own
 
 SPARK_HOME = Path(pyspark.__file__).parent
 FIXTURE = "dv-partitioned-with-checkpoint"
@@ -53,28 +52,12 @@ spark.stop()
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for(log: Path, text: str, process: subprocess.Popen, seconds: float = 120) -> None:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if text in log.read_text(errors="replace"):
-            return
-        assert process.poll() is None, log.read_text(errors="replace")[-3000:]
-        time.sleep(0.5)
-    raise AssertionError(f"{text!r} not in {log} after {seconds} s")
-
-
 @pytest.fixture
 def standalone_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     """A standalone master and one worker (1 core, 1 GiB) on loopback; the master URL and work folder."""
     env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1"}
     spark_class = str(SPARK_HOME / "bin" / "spark-class")
-    port, work = _free_port(), tmp_path / "worker-work"
+    port, work = free_port(), tmp_path / "worker-work"
     master_url = f"spark://127.0.0.1:{port}"
     logs = {name: tmp_path / f"{name}.log" for name in ("master", "worker")}
     master = subprocess.Popen(
@@ -86,7 +69,7 @@ def standalone_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             "--port",
             str(port),
             "--webui-port",
-            str(_free_port()),
+            str(free_port()),
         ],
         env=env,
         stdout=logs["master"].open("w"),
@@ -94,7 +77,7 @@ def standalone_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
     )
     processes = [master]
     try:
-        _wait_for(logs["master"], "I have been elected leader", master)
+        wait_for_text(logs["master"], "I have been elected leader", master)
         worker = subprocess.Popen(
             [
                 spark_class,
@@ -108,7 +91,7 @@ def standalone_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
                 "--work-dir",
                 str(work),
                 "--webui-port",
-                str(_free_port()),
+                str(free_port()),
                 master_url,
             ],
             env=env,
@@ -116,7 +99,7 @@ def standalone_cluster(tmp_path: Path) -> Iterator[tuple[str, Path]]:
             stderr=subprocess.STDOUT,
         )
         processes.append(worker)
-        _wait_for(logs["worker"], "Successfully registered with master", worker)
+        wait_for_text(logs["worker"], "Successfully registered with master", worker)
         yield master_url, work
     finally:
         for process in reversed(processes):
@@ -131,21 +114,10 @@ def test_dvs_are_converted_on_the_worker(standalone_cluster, tmp_path: Path) -> 
     master_url, work = standalone_cluster
     delta = tmp_path / FIXTURE
     shutil.copytree(DELTA_FIXTURES / FIXTURE, delta)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DVMIRROR_")}
-    env.update(DVMIRROR_JARS=str(REPO_ROOT / ".jars"), PYTHONPATH=str(REPO_ROOT), SPARK_LOCAL_IP="127.0.0.1")
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            SYNC_ON_THE_CLUSTER,
-            master_url,
-            str(delta),
-            str(tmp_path / "iceberg"),
-        ],
+    done = run(
+        [sys.executable, "-c", SYNC_ON_THE_CLUSTER, master_url, str(delta), str(tmp_path / "iceberg")],
         cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
+        env=dvmirror_env(SPARK_LOCAL_IP="127.0.0.1"),
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]

@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 from pyiceberg.table.puffin import PuffinFile
 
 from dv_assets.mirror.settings import CatalogConfig
-from tests.helpers.paths import DVMIRROR, REPO_ROOT, expected_rows
+from tests.helpers.paths import expected_rows
+from tests.helpers.processes import run_dvmirror
 from tests.helpers.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version
 from tests.helpers.rows import sorted_rows
 
+pytestmark = pytest.mark.spark  # the CLI starts Spark (a JVM) in its process
 TABLE = "table-with-dv-small"
-
-
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = {**os.environ, "DVMIRROR_JARS": str(REPO_ROOT / ".jars")}
-    return subprocess.run(
-        [str(DVMIRROR), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300
-    )
 
 
 @pytest.fixture(scope="module")
@@ -37,9 +30,9 @@ def cli_mirror(tmp_path_factory: pytest.TempPathFactory):
     shutil.copytree(DELTA_FIXTURES / TABLE, delta)
     catalog = CatalogConfig.sqlite(root / "catalog.db", root / "wh")
     args = ["sync", str(delta), "--table", "fx.t", "--catalog-uri", catalog.sqlalchemy_uri]
-    first = run_cli(*args, "--warehouse", str(catalog.warehouse), "--json", cwd=root)
+    first = run_dvmirror(*args, "--warehouse", str(catalog.warehouse), "--json", cwd=root)
     assert first.returncode == 0, first.stderr
-    second = run_cli(*args, "--warehouse", str(catalog.warehouse), "--json", cwd=root)
+    second = run_dvmirror(*args, "--warehouse", str(catalog.warehouse), "--json", cwd=root)
     return delta, catalog, json.loads(first.stdout), second
 
 

@@ -4,13 +4,9 @@ the test reads the rendered DOM). A screenshot goes to .screenshots/ (git-ignore
 
 from __future__ import annotations
 
-import html
 import json
 import os
-import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,14 +17,22 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
-from tests.helpers.dagster import build_source, checks_passed, make_source, materialize_version
+from tests.helpers.dagster import (
+    build_source,
+    checks_passed,
+    make_source,
+    materialize_version,
+    source_attributes,
+    tables_file,
+)
+from tests.helpers.processes import CHROMIUM, chromium, free_port, rendered_text
 
 REPO = Path(__file__).resolve().parent.parent
 SCREENSHOTS = REPO / ".screenshots"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 pytestmark = [
     pytest.mark.spark,
+    pytest.mark.system,  # a webserver and a browser of its own
     pytest.mark.skipif(
         CHROMIUM is None,
         reason="chromium is not installed (apt-get install -y chromium; .ci/run installs it first)",
@@ -36,50 +40,12 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _chromium(url: str, profile: Path, *extra: str) -> subprocess.CompletedProcess:
-    assert CHROMIUM is not None
-    return subprocess.run(
-        [
-            CHROMIUM,
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--disable-quic",
-            "--no-first-run",
-            "--disable-background-networking",
-            "--disable-component-update",
-            "--disable-sync",
-            f"--user-data-dir={profile}",
-            "--virtual-time-budget=15000",
-            *extra,
-            url,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def rendered_text(url: str, profile: Path) -> str:
-    dom = _chromium(url, profile, "--dump-dom").stdout
-    text = re.sub(r"<script.*?</script>|<style.*?</style>", " ", dom, flags=re.S)
-    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", text)))
-
-
 @pytest.fixture
 def webserver(spark, catalog, copy_fixture, tmp_path) -> Iterator[tuple[str, str]]:
     """A webserver over an instance holding one materialized partition (with checks) of a mirror."""
     table = copy_fixture("table-with-dv-small")
     source = make_source(table)
-    sources = tmp_path / "tables.yaml"
-    entry = f"{{name: {source.name}, delta_path: '{table}', iceberg_table: {source.iceberg_table}}}"
-    sources.write_text(f"type: dv_assets.components.DeltaMirrorComponent\nattributes: {entry}\n")
+    sources = tables_file(tmp_path / "tables.yaml", source_attributes(source))
     home = tmp_path / "dagster_home"
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
@@ -91,7 +57,7 @@ def webserver(spark, catalog, copy_fixture, tmp_path) -> Iterator[tuple[str, str
             "one_dv_per_data_file": True,
         }
 
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "DAGSTER_HOME": str(home),
@@ -156,7 +122,7 @@ def test_ui_shows_assets_metadata_and_checks(webserver, tmp_path) -> None:
     SCREENSHOTS.mkdir(exist_ok=True)
     shot = SCREENSHOTS / "ui-iceberg-mirror.png"
     shot.unlink(missing_ok=True)
-    _chromium(
+    chromium(
         f"{url}/assets/iceberg/{name}?view=events&partition=1",
         profile,
         f"--screenshot={shot}",

@@ -1,11 +1,12 @@
-"""The Dagster tests' harness: sources on copied fixtures, definitions bound to the session's test
-catalog, materializing one partition with its checks, evaluating a sensor and executing its run
-requests in-process as the sensor daemon would launch them."""
+"""The Dagster tests' harness: sources on copied fixtures (and files of component documents naming
+them), definitions bound to the session's test catalog, materializing one partition with its checks,
+evaluating a sensor and executing its run requests in-process as the sensor daemon would launch them."""
 
 from __future__ import annotations
 
 import hashlib
 import itertools
+import json
 from pathlib import Path
 
 import dagster as dg
@@ -18,6 +19,7 @@ from dv_assets.mirror.settings import CatalogConfig
 from resources.spark import IcebergSparkResource
 
 _counter = itertools.count()
+COMPONENT_TYPE = "type: dv_assets.components.DeltaMirrorComponent"
 
 
 def make_source(delta_path: Path, *, format_version: int = 3, retain_last: int = 10) -> DeltaSource:
@@ -32,6 +34,29 @@ def make_source(delta_path: Path, *, format_version: int = 3, retain_last: int =
         format_version=format_version,
         retention=Retention(retain_last=retain_last, orphan_min_age_hours=1),
     )
+
+
+def tables_file(path: Path, *attributes: str) -> Path:
+    """A file of `DeltaMirrorComponent` documents (what DVMIRROR_SOURCES names), one per `attributes`
+    (each a YAML flow map)."""
+    path.write_text("\n---\n".join(f"{COMPONENT_TYPE}\nattributes: {a}" for a in attributes) + "\n")
+    return path
+
+
+def source_attributes(source: DeltaSource, catalog: CatalogConfig | None = None) -> str:
+    """A source as component attributes (a YAML flow map), with the catalog's properties when given."""
+    where = (
+        f", catalog: {json.dumps(dict(catalog.properties))}" if catalog is not None else ""
+    )  # JSON is YAML
+    return (
+        f"{{name: {source.name}, delta_path: '{source.delta_path}', iceberg_table: {source.iceberg_table}"
+        f"{where}}}"
+    )
+
+
+def sources_file(path: Path, catalog: CatalogConfig, *sources: DeltaSource) -> str:
+    """`tables_file` of `sources`, each naming `catalog`; the file's path."""
+    return str(tables_file(path, *(source_attributes(s, catalog) for s in sources)))
 
 
 def resources(catalog: CatalogConfig) -> dict:

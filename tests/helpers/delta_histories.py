@@ -1,4 +1,5 @@
-"""Build Delta tables with Delta Spark, mirror them, and compare every version with the oracles.
+"""Build Delta tables with Delta Spark (DML histories, random ones too, tables with each kind of
+checkpoint), mirror them, and compare every version with the oracles.
 
 The oracle is Delta Spark time travel (`versionAsOf`) on the Delta side and Iceberg Java through Spark
 (`versionAsOf` = the snapshot id) on the Iceberg side; pyiceberg reads the final snapshot as a second,
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import random
 import re
 from collections.abc import Iterator, Sequence
@@ -26,8 +28,8 @@ from pyspark.sql import functions as F
 
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
 from dv_assets.mirror.sync import SyncResult, sync_table
-from tests.helpers.readers import snapshots_by_delta_version
-from tests.helpers.rows import canonical, row_key, table_rows
+from tests.helpers.readers import pyiceberg_columns, pyiceberg_rows, snapshots_by_delta_version
+from tests.helpers.rows import as_tuples, canonical, row_key
 
 VERSION_COLUMN = "__v"
 
@@ -100,16 +102,6 @@ def iceberg_versions(spark: SparkSession, table_name: str, snapshots: dict[int, 
             for v, snapshot_id in snapshots.items()
         }
     )
-
-
-def pyiceberg_rows(
-    catalog: CatalogConfig, table_name: str, snapshot_id: int, columns: Sequence[str]
-) -> list[tuple]:
-    """pyiceberg's rows of a snapshot (INT96 timestamps: see the switch in tests/helpers/readers.py)."""
-    table = catalog.pyiceberg_catalog().load_table(table_name)
-    arrow = table.scan(snapshot_id=snapshot_id).to_arrow()
-    assert sorted(arrow.column_names) == sorted(columns), (arrow.column_names, columns)
-    return table_rows(arrow, columns)
 
 
 # Settings that only make small Delta DML faster on two cores (no effect on what is written or read):
@@ -202,7 +194,9 @@ def assert_mirrors_match(
             assert got == want, _diff(where, v, want, got)
             compared += 1
         final_columns = expected.columns[latest]
-        final = pyiceberg_rows(catalog, m.table_name, m.snapshots[latest], final_columns)
+        read_columns = pyiceberg_columns(catalog, m.table_name, m.snapshots[latest])
+        assert sorted(read_columns) == sorted(final_columns), (where, read_columns, final_columns)
+        final = as_tuples(pyiceberg_rows(catalog, m.table_name, m.snapshots[latest]), final_columns)
         want = expected.project(latest, final_columns)
         assert final == want, _diff(where + " [pyiceberg]", latest, want, final)
     return compared
@@ -303,3 +297,200 @@ def random_history(spark: SparkSession, path: Path, seed: int, ops: int) -> list
 
 def dump(obj: Any) -> str:
     return json.dumps(obj, default=str)
+
+
+# --- histories of every kind of DML, in both formats --------------------------------------------------------
+
+PARTITIONED_HISTORY_VALUES = ["a b", "50%", "k&v", "x=y", None, "a%20b=c&d"]
+
+
+def mirror_both(spark, root: Path, name: str, split_at: list[int], split_format: int = 2) -> list[Mirrored]:
+    """Both formats; `split_format` incrementally (stopping at each of `split_at`), the other in one run."""
+    return [
+        mirror(spark, root, f"gen.{name}_v{fmt}", fmt, split_at=split_at if fmt == split_format else [])
+        for fmt in (3, 2)
+    ]
+
+
+def types_history(spark, root: Path, mapping: str) -> None:
+    """Unpartitioned, a mix of types, classic checkpoints every 2 versions, column mapping `mapping`.
+
+    v0 create, v1 insert (2 files), v2 delete, v3 update, v4 merge (delete/update/insert), v5 insert,
+    v6 optimize, v7 delete, v8 reorg purge, v9 delete, v10 restore to v4, v11 add columns,
+    v12 insert with the new columns, v13 update of a new column, v14 delete on it.
+    """
+    ref = delta_ref(root)
+    columns = (
+        "id INT, big BIGINT, s STRING, d DECIMAL(10,2), dt DATE, ts TIMESTAMP, ntz TIMESTAMP_NTZ, "
+        "b BOOLEAN, bin BINARY, st STRUCT<x: INT, y: STRING>"
+    )
+    # Lists and maps only without column mapping (see test_column_mapping_lists_refused).
+    nested = mapping == "none"
+    if nested:
+        columns += ", arr ARRAY<INT>, m MAP<STRING, INT>"
+    row = (
+        "SELECT CAST(id AS INT) AS id, id * 10000000000 AS big, concat('s', id) AS s, "
+        "CAST(id / 3 AS DECIMAL(10,2)) AS d, date_add(DATE'2024-02-28', CAST(id AS INT)) AS dt, "
+        "TIMESTAMP'2024-03-10 01:30:00' + make_interval(0, 0, 0, 0, CAST(id AS INT), 7, 0.123456) AS ts, "
+        "CAST(TIMESTAMP_NTZ'2000-01-01 00:00:00' + make_interval(0, 0, 0, CAST(id AS INT)) AS TIMESTAMP_NTZ) "
+        "AS ntz, id % 2 = 0 AS b, CAST(concat('bin', id) AS BINARY) AS bin, "
+        "named_struct('x', CAST(id AS INT), 'y', IF(id % 3 = 0, NULL, 'y')) AS st"
+    )
+    if nested:
+        row += ", array(CAST(id AS INT), NULL, 3) AS arr, map('k', CAST(id AS INT), 'z', 0) AS m"
+    props = {"delta.checkpointInterval": "2", "delta.columnMapping.mode": mapping}
+    spark.sql(f"CREATE TABLE {ref} ({columns}) USING delta TBLPROPERTIES ({tblproperties(**props)})")
+    spark.sql(f"INSERT INTO {ref} SELECT /*+ REPARTITION(2) */ * FROM ({row} FROM range(0, 40))")
+    spark.sql(f"DELETE FROM {ref} WHERE id % 5 = 0")
+    spark.sql(f"UPDATE {ref} SET s = concat(s, '-u'), st.y = 'u' WHERE id % 7 = 1")
+    spark.sql(
+        f"MERGE INTO {ref} t USING ({row} FROM range(30, 50)) src ON t.id = src.id "
+        "WHEN MATCHED AND src.id % 4 = 0 THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET t.s = 'merged', t.b = NULL "
+        "WHEN NOT MATCHED THEN INSERT *"
+    )
+    spark.sql(f"INSERT INTO {ref} {row} FROM range(100, 110)")
+    spark.sql(f"OPTIMIZE {ref}")
+    spark.sql(f"DELETE FROM {ref} WHERE id < 12")
+    spark.sql(f"REORG TABLE {ref} APPLY (PURGE)")
+    spark.sql(f"DELETE FROM {ref} WHERE id = 101 OR id = 33")
+    spark.sql(f"RESTORE TABLE {ref} TO VERSION AS OF 4")
+    spark.sql(f"ALTER TABLE {ref} ADD COLUMNS (extra STRING, n2 INT)")
+    spark.sql(
+        f"INSERT INTO {ref} SELECT *, concat('e', id), CAST(id AS INT) FROM ({row} FROM range(200, 205))"
+    )
+    spark.sql(f"UPDATE {ref} SET extra = 'x' WHERE id % 3 = 0")
+    spark.sql(f"DELETE FROM {ref} WHERE extra IS NULL AND id % 2 = 0")
+
+
+def partitioned_history(spark, root: Path, mapping: str, v2_checkpoints: bool) -> None:
+    """Partitioned by a string (spaces, %, &, =, null) and an int (null too), column mapping `mapping`.
+
+    v0 create+insert, v1 delete, v2 update moving rows between partitions, v3 merge, v4 insert,
+    v5 optimize, v6 delete, v7 restore to v2, v8 add columns, v9 insert, v10 rename column (mapping
+    only) or update, v11 reorg purge, v12 delete.
+    """
+    ref = delta_ref(root)
+    props = {"delta.checkpointInterval": "2", "delta.columnMapping.mode": mapping}
+    if v2_checkpoints:
+        props["delta.checkpointPolicy"] = "v2"
+    values = []
+    for i in range(48):
+        p = PARTITIONED_HISTORY_VALUES[i % len(PARTITIONED_HISTORY_VALUES)]
+        q = "NULL" if i % 4 == 3 else str(i % 2)
+        values.append(
+            f"({i}, {'NULL' if p is None else sql_string(p)}, {q}, 'v{i}', "
+            f"TIMESTAMP_NTZ'2020-01-01 10:00:00' + make_interval(0, 0, 0, {i}))"
+        )
+    spark.sql(
+        f"CREATE TABLE {ref} USING delta PARTITIONED BY (p, q) TBLPROPERTIES ({tblproperties(**props)}) AS "
+        f"SELECT /*+ REPARTITION(1) */ CAST(id AS BIGINT) AS id, p, CAST(q AS INT) AS q, v, "
+        f"CAST(t AS TIMESTAMP_NTZ) AS t FROM VALUES {', '.join(values)} AS t(id, p, q, v, t)"
+    )
+    spark.sql(f"DELETE FROM {ref} WHERE id % 6 = 1 OR id = 4")
+    spark.sql(f"UPDATE {ref} SET p = 'moved here', v = concat(v, '!') WHERE id % 5 = 2")
+    spark.sql(
+        f"MERGE INTO {ref} t USING (SELECT CAST(id AS BIGINT) AS id FROM range(40, 60)) src ON t.id = src.id "
+        "WHEN MATCHED AND src.id % 3 = 0 THEN DELETE "
+        "WHEN MATCHED THEN UPDATE SET t.v = 'merged' "
+        "WHEN NOT MATCHED THEN INSERT (id, p, q, v, t) VALUES (src.id, '50%', NULL, 'new', NULL)"
+    )
+    spark.sql(f"INSERT INTO {ref} VALUES (100, 'k&v', 1, 'late', NULL), (101, NULL, NULL, 'late', NULL)")
+    spark.sql(f"OPTIMIZE {ref}")
+    spark.sql(f"DELETE FROM {ref} WHERE id % 4 = 2")
+    spark.sql(f"RESTORE TABLE {ref} TO VERSION AS OF 2")
+    spark.sql(f"ALTER TABLE {ref} ADD COLUMNS (added DOUBLE)")
+    spark.sql(f"INSERT INTO {ref} VALUES (200, 'x=y', 0, 'with added', NULL, 2.5)")
+    if mapping != "none":
+        spark.sql(f"ALTER TABLE {ref} RENAME COLUMN v TO v_renamed")
+        spark.sql(f"UPDATE {ref} SET v_renamed = 'after rename' WHERE id % 3 = 0")
+    else:
+        spark.sql(f"UPDATE {ref} SET v = 'updated' WHERE id % 3 = 0")
+    spark.sql(f"REORG TABLE {ref} APPLY (PURGE)")
+    spark.sql(f"DELETE FROM {ref} WHERE id % 7 = 0")
+
+
+# The default base seed gives make test a partitioned history, one with column mapping id and V2
+# checkpoints, and one with column mapping name.
+RANDOM_SEED = int(os.environ.get("DVMIRROR_TEST_SEED", "75"))
+
+
+def check_random_histories(spark, catalog, tmp_path: Path, count: int, ops: int, prefix: str) -> None:
+    """`count` random histories of `ops` DML statements each, mirrored and compared; a failure names the
+    seed and the statements."""
+    print(f"random histories: seed {RANDOM_SEED} (DVMIRROR_TEST_SEED={RANDOM_SEED} to reproduce)")
+    for index in range(count):
+        seed = RANDOM_SEED + index
+        root = tmp_path / f"random {seed}"
+        statements = random_history(spark, root, seed, ops)
+        latest = latest_version(root)
+        mirrors = mirror_both(spark, root, f"{prefix}{seed}", [latest // 2], split_format=3 - index % 2)
+        try:
+            assert_mirrors_match(spark, catalog, root, mirrors, label=f"seed {seed}")
+        except Exception as err:
+            raise AssertionError(f"seed {seed}, statements:\n" + "\n".join(statements) + f"\n{err}") from err
+
+
+# --- tables with classic, multi-part and V2 checkpoints -----------------------------------------
+
+PARTITION_VALUES = ["a b", "a%b c", "x&y=z", "%25", "é ü", "plain"]
+CHECKPOINT_PART_SIZE = "spark.databricks.delta.checkpoint.partSize"
+# Four rows per partition value, ids 10*k .. 10*k+3 for the k-th value.
+ROWS_SQL = ", ".join(f"({10 * k + i}, '{p}')" for k, p in enumerate(PARTITION_VALUES) for i in range(4))
+
+
+def build_classic(spark, root: Path) -> None:
+    """v0 CTAS; v1 delete (DVs); v2 insert (classic checkpoint); v3 insert; v4 insert (multi-part
+    checkpoint, checkpoint.partSize=1); v5 delete (DV updates after the checkpoint)."""
+    create_with_rows(spark, root, "")
+    spark.sql(f"DELETE FROM delta.`{root}` WHERE id % 10 = 0")
+    spark.sql(f"INSERT INTO delta.`{root}` VALUES (100, 'a b')")
+    spark.sql(f"INSERT INTO delta.`{root}` VALUES (101, 'new')")
+    spark.conf.set(CHECKPOINT_PART_SIZE, "1")
+    try:
+        spark.sql(f"INSERT INTO delta.`{root}` VALUES (102, 'new')")
+    finally:
+        spark.conf.unset(CHECKPOINT_PART_SIZE)
+    spark.sql(f"DELETE FROM delta.`{root}` WHERE id IN (11, 21)")
+
+
+def build_v2(spark, root: Path) -> None:
+    """v0 CTAS; v1, v2 deletes (DVs; V2 checkpoint with sidecars at 2); v3 REORG ... APPLY (PURGE)
+    (dataChange=false)."""
+    create_with_rows(spark, root, ", 'delta.checkpointPolicy'='v2'")
+    spark.sql(f"DELETE FROM delta.`{root}` WHERE id % 10 = 0")
+    spark.sql(f"DELETE FROM delta.`{root}` WHERE id IN (11, 21)")
+    spark.sql(f"REORG TABLE delta.`{root}` APPLY (PURGE)")
+
+
+def create_with_rows(spark, root: Path, properties: str) -> None:
+    # One file per partition value (a single task), so that deletes leave DVs rather than drop files.
+    spark.sql(
+        f"CREATE TABLE delta.`{root}` USING delta PARTITIONED BY (p) "
+        f"TBLPROPERTIES ('delta.enableDeletionVectors'='true', 'delta.checkpointInterval'='2'{properties}) "
+        f"AS SELECT /*+ REPARTITION(1) */ CAST(id AS BIGINT) AS id, p FROM VALUES {ROWS_SQL} AS t(id, p)"
+    )
+
+
+# --- a table with DVs, and VACUUM --------------------------------------------------------------------
+
+
+def delta_table_with_dvs(spark: SparkSession, root: Path) -> str:
+    """A partitioned DV table at `root`: 300 rows, then a DELETE (DVs); its SQL reference."""
+    ref = f"delta.`{root}`"
+    spark.sql(
+        f"CREATE TABLE {ref} (id BIGINT, p STRING) USING delta PARTITIONED BY (p) "
+        "TBLPROPERTIES ('delta.enableDeletionVectors' = 'true')"
+    )
+    spark.sql(f"INSERT INTO {ref} SELECT id, CAST(id % 3 AS STRING) FROM range(0, 300)")
+    spark.sql(f"DELETE FROM {ref} WHERE id % 7 = 0")
+    return ref
+
+
+def vacuum_now(spark: SparkSession, ref: str) -> None:
+    """VACUUM with no retention: every file the latest version does not need is deleted now."""
+    spark.conf.set("spark.databricks.delta.retentionDurationCheck.enabled", "false")
+    try:
+        spark.sql(f"VACUUM {ref} RETAIN 0 HOURS")
+    finally:
+        spark.conf.unset("spark.databricks.delta.retentionDurationCheck.enabled")

@@ -1,12 +1,334 @@
-"""Checks of log replay against itself: a range of VersionChanges, applied in order, must give the same
-file sets as replaying each version from scratch (used by the fixture and Delta Spark tests)."""
+"""Delta logs written by hand, without Spark, and checks of log replay against itself.
+
+* actions and commits: `add`, `remove`, `dv`, `info`, `base_commit` (PROTOCOL, METADATA), `write_log`,
+  `read_commit`;
+* `SyntheticTable`: a table of real Parquet data files and DV files, grown by DELETEs (also the tables
+  of `benchmarks/`, which import this module);
+* checkpoints (classic, multi-part, V2 with sidecars): CHECKPOINT_SCHEMA, `checkpoint_rows`,
+  `write_parquet`, `checkpointed_log`;
+* replay checks: a range of VersionChanges, applied in order, must give the same file sets as replaying
+  each version from scratch (`assert_changes_match_states`); states against delta-rs.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
+import json
+import shutil
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
 
-from dv_assets.mirror.delta.actions import AddFile
-from dv_assets.mirror.delta.replay import DeltaTable, VersionChange
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from dv_assets.mirror.delta.actions import AddFile, DeletionVectorDescriptor
+from dv_assets.mirror.delta.replay import DeltaTable, TableState, VersionChange
+from dv_assets.mirror.dv.codec import encode_blob, z85_encode
+from tests.helpers.readers import delta_rs_deleted_rows, delta_rs_files
+
+# --- actions and commits ---------------------------------------------------------------------------------
+
+PROTOCOL = {
+    "minReaderVersion": 3,
+    "minWriterVersion": 7,
+    "readerFeatures": ["deletionVectors"],
+    "writerFeatures": ["deletionVectors"],
+}
+SCHEMA = json.dumps(
+    {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+)
+METADATA = {
+    "id": "t1",
+    "format": {"provider": "parquet", "options": {}},
+    "schemaString": SCHEMA,
+    "partitionColumns": [],
+    "configuration": {"delta.enableDeletionVectors": "true"},
+    "createdTime": 1,
+}
+
+
+def dv(name: str, cardinality: int = 1) -> dict[str, Any]:
+    return {
+        "storageType": "u",
+        "pathOrInlineDv": name,
+        "offset": 1,
+        "sizeInBytes": 34,
+        "cardinality": cardinality,
+    }
+
+
+def add(
+    path: str, dv_: dict | None = None, *, data_change: bool = True, rows: int | None = 10, size: int = 100
+) -> dict:
+    action: dict[str, Any] = {
+        "path": path,
+        "partitionValues": {},
+        "size": size,
+        "modificationTime": 1,
+        "dataChange": data_change,
+    }
+    if rows is not None:
+        action["stats"] = json.dumps({"numRecords": rows})
+    if dv_ is not None:
+        action["deletionVector"] = dv_
+    return {"add": action}
+
+
+def remove(path: str, dv_: dict | None = None, *, data_change: bool = True, size: int | None = None) -> dict:
+    """A remove; with `size`, the extended file metadata Delta writes (partition values and size) too."""
+    action: dict[str, Any] = {"path": path, "deletionTimestamp": 2, "dataChange": data_change}
+    if size is not None:
+        action |= {"partitionValues": {}, "size": size}
+    if dv_ is not None:
+        action["deletionVector"] = dv_
+    return {"remove": action}
+
+
+def info(operation: str) -> dict:
+    return {"commitInfo": {"timestamp": 1, "operation": operation}}
+
+
+def write_commit(root: Path, version: int, actions: list[dict]) -> None:
+    """`_delta_log/<version>.json`: one action per line."""
+    log = root / "_delta_log"
+    log.mkdir(parents=True, exist_ok=True)
+    (log / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+
+
+def write_log(root: Path, commits: list[list[dict]], first: int = 0) -> Path:
+    """The commits as versions `first`, `first` + 1, …; returns `root`."""
+    for version, actions in enumerate(commits, start=first):
+        write_commit(root, version, actions)
+    return root
+
+
+def read_commit(root: Path, version: int) -> list[dict]:
+    """The actions of `_delta_log/<version>.json`, in order."""
+    lines = (root / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def base_commit(*adds: dict) -> list[dict]:
+    return [info("WRITE"), {"protocol": PROTOCOL}, {"metaData": METADATA}, *adds]
+
+
+# --- synthetic tables: real data files and DV files (the benchmarks' tables too) ---------------------------
+
+
+class SyntheticTable:
+    """A Delta table of identical Parquet files (one template's bytes, a column `id` of `rows_per_file`
+    rows), with DV files laid out as Delta's PROTOCOL.md says, written without Spark. `benchmarks/` builds
+    its tables with it."""
+
+    def __init__(self, root: Path, rows_per_file: int) -> None:
+        self.root = root
+        self.rows = rows_per_file
+        (root / "_delta_log").mkdir(parents=True)
+        template = root / "template.parquet"
+        pq.write_table(pa.table({"id": pa.array(range(rows_per_file), pa.int64())}), template)
+        self.content = template.read_bytes()
+        template.unlink()
+        self.version = -1
+        self.files: list[str] = []
+        self.dvs: dict[str, dict] = {}  # data file -> its current DV descriptor
+
+    def _commit(self, actions: list[dict]) -> int:
+        self.version += 1
+        write_commit(self.root, self.version, actions)
+        return self.version
+
+    def _add(self, name: str, dv_: dict | None) -> dict:
+        return add(name, dv_, rows=self.rows, size=len(self.content))
+
+    def _new_file(self) -> dict:
+        name = f"part-{uuid.uuid4()}.parquet"
+        (self.root / name).write_bytes(self.content)
+        self.files.append(name)
+        return self._add(name, None)
+
+    def create(self, files: int) -> int:
+        """Version 0: the protocol and metadata (DVs enabled) and `files` data files."""
+        metadata = {**METADATA, "id": str(uuid.uuid4())}
+        actions = [info("WRITE"), {"protocol": PROTOCOL}, {"metaData": metadata}]
+        return self._commit(actions + [self._new_file() for _ in range(files)])
+
+    def delete(
+        self, names: Iterable[str], positions: Callable[[int], Iterable[int]], *, append: int = 0
+    ) -> tuple[int, int]:
+        """A DELETE giving each named file (the i-th) the DV of `positions(i)`, all in one DV file, and
+        adding `append` new files; the version and the DV file's bytes."""
+        dv_id = uuid.uuid4()
+        dv_bytes = bytearray(b"\x01")
+        actions: list[dict] = [info("DELETE")]
+        for index, name in enumerate(names):
+            deleted = sorted(positions(index))
+            blob = encode_blob(deleted)
+            descriptor = {
+                "storageType": "u",
+                "pathOrInlineDv": z85_encode(dv_id.bytes),
+                "offset": len(dv_bytes),
+                "sizeInBytes": len(blob) - 8,
+                "cardinality": len(deleted),
+            }
+            dv_bytes += blob
+            actions += [remove(name, self.dvs.get(name), size=len(self.content)), self._add(name, descriptor)]
+            self.dvs[name] = descriptor
+        (self.root / f"deletion_vector_{dv_id}.bin").write_bytes(bytes(dv_bytes))
+        actions += [self._new_file() for _ in range(append)]
+        return self._commit(actions), len(dv_bytes) - 1
+
+
+# --- checkpoints -----------------------------------------------------------------------------------------
+
+DV_TYPE = pa.struct(
+    [
+        ("storageType", pa.string()),
+        ("pathOrInlineDv", pa.string()),
+        ("offset", pa.int32()),
+        ("sizeInBytes", pa.int32()),
+        ("cardinality", pa.int64()),
+        ("maxRowIndex", pa.int64()),
+    ]
+)
+CHECKPOINT_SCHEMA = pa.schema(
+    [
+        ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64())])),
+        (
+            "add",
+            pa.struct(
+                [
+                    ("path", pa.string()),
+                    ("partitionValues", pa.map_(pa.string(), pa.string())),
+                    ("size", pa.int64()),
+                    ("modificationTime", pa.int64()),
+                    ("dataChange", pa.bool_()),
+                    ("tags", pa.map_(pa.string(), pa.string())),
+                    ("deletionVector", DV_TYPE),
+                    ("stats", pa.string()),
+                    (
+                        "stats_parsed",
+                        pa.struct(
+                            [
+                                ("numRecords", pa.int64()),
+                                (
+                                    "minValues",
+                                    pa.struct([("id", pa.int64()), ("ts", pa.timestamp("us", "UTC"))]),
+                                ),
+                            ]
+                        ),
+                    ),
+                ]
+            ),
+        ),
+        (
+            "remove",
+            pa.struct([("path", pa.string()), ("dataChange", pa.bool_()), ("deletionVector", DV_TYPE)]),
+        ),
+        (
+            "metaData",
+            pa.struct(
+                [
+                    ("id", pa.string()),
+                    (
+                        "format",
+                        pa.struct(
+                            [("provider", pa.string()), ("options", pa.map_(pa.string(), pa.string()))]
+                        ),
+                    ),
+                    ("schemaString", pa.string()),
+                    ("partitionColumns", pa.list_(pa.string())),
+                    ("configuration", pa.map_(pa.string(), pa.string())),
+                    ("createdTime", pa.int64()),
+                ]
+            ),
+        ),
+        (
+            "protocol",
+            pa.struct(
+                [
+                    ("minReaderVersion", pa.int32()),
+                    ("minWriterVersion", pa.int32()),
+                    ("readerFeatures", pa.list_(pa.string())),
+                    ("writerFeatures", pa.list_(pa.string())),
+                ]
+            ),
+        ),
+    ]
+)
+
+
+def checkpoint_add(path: str, dv_: dict | None, rows: int) -> dict:
+    return {
+        "add": {
+            "path": path,
+            "partitionValues": [],
+            "size": 100,
+            "modificationTime": 1,
+            "dataChange": False,
+            "deletionVector": None if dv_ is None else {**dv_, "maxRowIndex": 5},
+            "stats": None,  # writeStatsAsJson=false: only stats_parsed
+            "stats_parsed": {
+                "numRecords": rows,
+                "minValues": {"id": 0, "ts": dt.datetime(2024, 1, 2, 3, 4, 5, 678000, tzinfo=dt.UTC)},
+            },
+        }
+    }
+
+
+def checkpoint_rows() -> list[dict]:
+    meta = {
+        **METADATA,
+        "format": {"provider": "parquet", "options": []},
+        "configuration": list(METADATA["configuration"].items()),
+    }
+    return [
+        {"protocol": PROTOCOL},
+        {"metaData": meta},
+        {"txn": {"appId": "x", "version": 1}},
+        checkpoint_add("a.parquet", dv("dv1", 2), 10),
+        checkpoint_add("b%20c.parquet", None, 5),
+        {"remove": {"path": "gone.parquet", "dataChange": True, "deletionVector": None}},
+    ]
+
+
+def write_parquet(path: Path, rows: list[dict], schema: pa.Schema = CHECKPOINT_SCHEMA) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
+
+
+def checkpointed_log(tmp_path: Path) -> Path:
+    """Commits 0..1 deleted; checkpoint at 1 (written by the test); commit 2 on top."""
+    return write_log(
+        tmp_path,
+        [[info("DELETE"), remove("a.parquet", dv("dv1", 2)), add("a.parquet", dv("dv9", 3))]],
+        first=2,
+    )
+
+
+def assert_checkpoint_state(root: Path) -> None:
+    table = DeltaTable(root)
+    assert (table.oldest_version(), table.latest_version()) == (1, 2)
+    state = table.state(1)
+    files = {Path(loc).name: f for loc, f in state.files.items()}
+    assert sorted(files) == ["a.parquet", "b c.parquet"]
+    assert files["a.parquet"].deletion_vector == DeletionVectorDescriptor("u", "dv1", 1, 34, 2)
+    assert files["b c.parquet"].num_records == 5
+    assert files["a.parquet"].parsed_stats == {
+        "numRecords": 10,
+        "minValues": {"id": 0, "ts": "2024-01-02T03:04:05.678Z"},
+    }
+    assert state.metadata.configuration == METADATA["configuration"] and state.protocol.reader_features == {
+        "deletionVectors"
+    }
+    first, second = table.changes(1, 2)
+    assert names(first.added) == ["a.parquet", "b c.parquet"] and first.commit_info == {}
+    assert [(b.dv_unique_id, a.dv_unique_id) for b, a in second.dv_changed] == [("udv1@1", "udv9@1")]
+
+
+# --- replay checks -----------------------------------------------------------------------------------
 
 
 def dv_ids(files: dict[str, AddFile]) -> dict[str, str | None]:
@@ -47,3 +369,35 @@ def assert_changes_match_states(table: DeltaTable, start: int, end: int) -> list
         state = table.state(change.version)
         assert (change.protocol, change.metadata) == (state.protocol, state.metadata)
     return changes
+
+
+def names(files) -> list[str]:
+    return sorted(Path(f.location).name for f in files)
+
+
+def live_rows_per_file(state: TableState) -> dict[str, int]:
+    """Data file → rows left by its DV (files with none left are absent), from the log alone."""
+    rows = {
+        loc: f.num_records - (f.deletion_vector.cardinality if f.deletion_vector else 0)
+        for loc, f in state.files.items()
+    }
+    return {loc: n for loc, n in rows.items() if n > 0}
+
+
+def without_early_commits(root: Path, dest: Path, oldest: int) -> Path:
+    """A copy of the table whose commits before `oldest` (and their checksums) were cleaned up."""
+    shutil.copytree(root, dest)
+    for v in range(oldest):
+        for name in (f"{v:020d}.json", f".{v:020d}.json.crc", f"{v:020d}.crc", f".{v:020d}.crc.crc"):
+            (dest / "_delta_log" / name).unlink(missing_ok=True)
+    return dest
+
+
+def assert_matches_delta_rs(table: DeltaTable, root: Path | str, version: int) -> TableState:
+    """The state at `version` has delta-rs's files and, per file with a DV, its deleted-row count."""
+    state = table.state(version)
+    assert state.version == version
+    assert set(state.files) == delta_rs_files(root, version)
+    ours = {loc: f.deletion_vector.cardinality for loc, f in state.files.items() if f.deletion_vector}
+    assert ours == delta_rs_deleted_rows(root, version)
+    return state

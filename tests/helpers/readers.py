@@ -1,19 +1,38 @@
 """Reading the mirror back with readers dv-mirror did not write: Iceberg Java (Spark), pyiceberg, and
-Delta Spark for the source side. Every reader's rows go through Arrow and `tests.helpers.rows`."""
+Delta Spark and delta-rs for the source side. Every reader's rows go through Arrow and
+`tests.helpers.rows`."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
 
+import deltalake
+import pyarrow as pa
 from pyspark.sql import SparkSession
 
+from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.mirror_table import DELTA_VERSION_SUMMARY
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
+from tests.helpers.paths import expected_rows
+from tests.helpers.processes import spark_job
 from tests.helpers.rows import sorted_rows
 
 # Delta Spark may write timestamps as Parquet INT96 (nanoseconds). Iceberg Java reads those as
 # timestamptz; pyiceberg does so for v3 tables only with this switch (it is on by default for v2).
-os.environ.setdefault("PYICEBERG_DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE", "true")
+PYICEBERG_INT96_SWITCH = "PYICEBERG_DOWNCAST_NS_TIMESTAMP_TO_US_ON_WRITE"
+
+
+def let_pyiceberg_read_int96() -> None:
+    """Turn the switch on in this process (and its children) unless the environment says otherwise;
+    pyiceberg reads it on each scan. The `pyiceberg_int96` fixture (tests/conftest.py) does it for the
+    whole session, `pyiceberg_rows` for a process of its own."""
+    os.environ.setdefault(PYICEBERG_INT96_SWITCH, "true")
+
+
+# --- the Iceberg side -----------------------------------------------------------------------------------
 
 
 def snapshots_by_delta_version(catalog: CatalogConfig, table_name: str) -> dict[int, int]:
@@ -37,10 +56,129 @@ def iceberg_java_rows(spark: SparkSession, table_name: str, snapshot_id: int) ->
 
 
 def pyiceberg_rows(catalog: CatalogConfig, table_name: str, snapshot_id: int) -> list[dict]:
+    """pyiceberg's rows of a snapshot, as dicts, canonical and sorted."""
+    let_pyiceberg_read_int96()
     table = catalog.pyiceberg_catalog().load_table(table_name)
     return sorted_rows(table.scan(snapshot_id=snapshot_id).to_arrow().to_pylist())
+
+
+def pyiceberg_columns(catalog: CatalogConfig, table_name: str, snapshot_id: int) -> list[str]:
+    """The top-level columns pyiceberg reads a snapshot with (its schema's), in schema order."""
+    table = catalog.pyiceberg_catalog().load_table(table_name)
+    return [f.name for f in table.scan(snapshot_id=snapshot_id).projection().fields]
+
+
+def pyiceberg_state(catalog: CatalogConfig, table_name: str) -> tuple[int | None, str | None, int]:
+    """(current snapshot id, its Delta version, number of snapshots), as pyiceberg sees the table."""
+    table = catalog.pyiceberg_catalog().load_table(table_name)
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return None, None, 0
+    version = (
+        snapshot.summary.additional_properties.get("dvmirror.delta-version") if snapshot.summary else None
+    )
+    return snapshot.snapshot_id, version, len(table.snapshots())
+
+
+def current_snapshot_id(spark: SparkSession, table_name: str) -> int | None:
+    """The mirror's current snapshot, as Iceberg Java sees it."""
+    table = IcebergJava(spark).load(table_name)
+    assert table is not None
+    return table.current_snapshot_id
+
+
+def first_column_values(spark: SparkSession, table_name: str) -> list:
+    """The first column of the table's current rows (Iceberg Java), sorted."""
+    return sorted(r[0] for r in spark.table(f"{ICEBERG_CATALOG_NAME}.{table_name}").collect())
+
+
+def warehouse_data_files(catalog: CatalogConfig, table_name: str) -> set[str]:
+    """Every file and folder under the table's `data/` folder in a local warehouse."""
+    data = catalog.local_warehouse.joinpath(*table_name.split(".")) / "data"
+    return {str(p) for p in data.rglob("*")} if data.exists() else set()
+
+
+def assert_mirror_exact(
+    spark: SparkSession,
+    catalog: CatalogConfig,
+    name: str,
+    fixture: str,
+    versions: Sequence[int] | None = None,
+) -> None:
+    """Every mirrored version equals the fixture's expected rows, through Iceberg Java and pyiceberg
+    (and, when `versions` is given, exactly those Delta versions are mirrored)."""
+    snapshots = snapshots_by_delta_version(catalog, name)
+    if versions is not None:
+        assert sorted(snapshots) == list(versions), sorted(snapshots)
+    for version, snapshot_id in snapshots.items():
+        expected = sorted_rows(expected_rows(fixture, version))
+        assert iceberg_java_rows(spark, name, snapshot_id) == expected, (name, version)
+        assert pyiceberg_rows(catalog, name, snapshot_id) == expected, (name, version)
+
+
+def pyiceberg_versions(catalog: CatalogConfig, table: str) -> dict[int, list[dict]]:
+    """pyiceberg's rows of every mirrored Delta version."""
+    return {
+        v: pyiceberg_rows(catalog, table, sid)
+        for v, sid in snapshots_by_delta_version(catalog, table).items()
+    }
+
+
+def assert_readers_exact(
+    properties: Mapping[str, str], table: str, expected: Mapping[int, list[dict]]
+) -> None:
+    """Iceberg Java (a Spark job in a process of its own) and pyiceberg, each with the catalog
+    `properties`, return exactly `expected` at every version."""
+    java = spark_job("read-iceberg", table, properties)
+    python = pyiceberg_versions(CatalogConfig(properties), table)
+    assert sorted(java) == sorted(python) == sorted(expected)
+    for version, rows in expected.items():
+        assert java[version] == rows, f"Iceberg Java differs from Delta at version {version}"
+        assert python[version] == rows, f"pyiceberg differs from Delta at version {version}"
+
+
+# --- the Delta side -------------------------------------------------------------------------------------
 
 
 def delta_spark_rows(spark: SparkSession, delta_path: str, version: int) -> list[dict]:
     df = spark.read.format("delta").option("versionAsOf", version).load(str(delta_path))
     return sorted_rows(df.toArrow().to_pylist())
+
+
+def spark_live_rows_per_file(spark: SparkSession, root: Path, version: int) -> dict[str, int]:
+    """Data file → rows Delta Spark reads from it at `version` (files with no live row are absent)."""
+    from pyspark.sql.functions import input_file_name
+
+    df = spark.read.format("delta").option("versionAsOf", version).load(str(root))
+    counted = df.groupBy(input_file_name().alias("f")).count().collect()
+    return {
+        unquote(urlsplit(r["f"]).path) if r["f"].startswith("file:") else r["f"]: r["count"] for r in counted
+    }
+
+
+def local_path_of(uri: str) -> str:
+    return unquote(urlsplit(uri).path) if uri.startswith("file:") else uri
+
+
+def delta_rs_files(root: Path | str, version: int) -> set[str]:
+    return set(deltalake.DeltaTable(str(root), version=version).file_uris())
+
+
+def delta_rs_deleted_rows(root: Path | str, version: int) -> dict[str, int]:
+    """Deleted-row count per data file that has a DV, as delta-rs materializes the DVs."""
+    table = pa.table(deltalake.DeltaTable(str(root), version=version).deletion_vectors())
+    return {local_path_of(row["filepath"]): row["selection_vector"].count(False) for row in table.to_pylist()}
+
+
+def delta_rs_view(root: Path, version: int) -> tuple[set[str], dict[str, int]]:
+    """delta-rs's data files at `version` (plain paths under `root`) and deleted rows per file with a DV."""
+    table = deltalake.DeltaTable(str(root), version=version)
+    dvs = pa.table(table.deletion_vectors()).to_pylist()
+    deleted = {unquote(urlsplit(r["filepath"]).path): r["selection_vector"].count(False) for r in dvs}
+    # delta-rs URL-encodes the table root (only) in file_uris(); undo that for the comparison.
+    encoded_root = quote(str(root))
+    files = {
+        str(root) + uri[len(encoded_root) :] if uri.startswith(encoded_root) else uri
+        for uri in table.file_uris()
+    }
+    return files, deleted

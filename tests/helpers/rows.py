@@ -14,8 +14,6 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
 
-import pyarrow as pa
-
 
 def canonical(value: Any) -> Any:
     if isinstance(value, dt.datetime):
@@ -42,8 +40,6 @@ def sorted_rows(rows: Iterable[dict]) -> list[dict]:
     return sorted((canonical(r) for r in rows), key=row_key)
 
 
-def table_rows(table: pa.Table, columns: Sequence[str] | None = None) -> list[tuple]:
-    """An Arrow table's rows as tuples over `columns` (all by default), canonical and in one order."""
-    columns = list(columns) if columns is not None else table.column_names
-    rows = [tuple(canonical(row[c]) for c in columns) for row in table.select(columns).to_pylist()]
-    return sorted(rows, key=row_key)
+def as_tuples(rows: Iterable[dict], columns: Sequence[str]) -> list[tuple]:
+    """Canonical rows (dicts) as tuples over `columns`, in one order."""
+    return sorted((tuple(row[c] for c in columns) for row in rows), key=row_key)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tests.helpers.paths import REPO_ROOT
+from tests.helpers.processes import free_port
 
 REST_CATALOG_JARS = REPO_ROOT / ".jars" / "rest-catalog"
 S3_CREDENTIALS = {
@@ -25,12 +26,6 @@ S3_CREDENTIALS = {
     "AWS_SECRET_ACCESS_KEY": "dvmirror-test-secret",
     "AWS_REGION": "us-east-1",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _wait_for_port(port: int, process: subprocess.Popen, log: Path, seconds: float = 90) -> None:

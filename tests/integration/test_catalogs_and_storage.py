@@ -9,19 +9,16 @@ reads every mirrored version back with Iceberg Java (Spark, in a process of its 
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from dv_assets.mirror.iceberg.mirror_table import DELTA_VERSION_SUMMARY
 from dv_assets.mirror.settings import CatalogConfig
-from tests.helpers.paths import DELTA_FIXTURES, DVMIRROR, REPO_ROOT, expected_rows
-from tests.helpers.readers import pyiceberg_rows
+from tests.helpers.paths import DELTA_FIXTURES, all_expected_rows
+from tests.helpers.processes import catalog_flags, spark_job, sync_json
+from tests.helpers.readers import assert_readers_exact
 from tests.integration import servers
 
 pytestmark = pytest.mark.integration
@@ -51,66 +48,20 @@ def s3(workdir: Path) -> Iterator[servers.S3Server]:
                 os.environ[key] = value
 
 
-def _flags(properties: Mapping[str, str]) -> list[str]:
-    return [arg for key, value in properties.items() for arg in ("--catalog-property", f"{key}={value}")]
-
-
-def _sync(delta: str, table: str, args: list[str]) -> dict:
-    done = subprocess.run(
-        [str(DVMIRROR), "sync", delta, "--table", table, *args, "--json"],
-        cwd=REPO_ROOT,
-        capture_output=True,
-        text=True,
-    )
-    assert done.returncode == 0, f"dvmirror exited {done.returncode}:\n{done.stdout}\n{done.stderr}"
-    return json.loads(done.stdout)
-
-
-def _spark_job(job: str, target: str, properties: Mapping[str, str]) -> dict[int, list[dict]]:
-    command = [sys.executable, "-m", "tests.integration.spark_jobs", job, target, *_flags(properties)]
-    done = subprocess.run(command, cwd=REPO_ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, (
-        f"{job} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    )
-    return {int(k): v for k, v in json.loads(done.stdout.strip().splitlines()[-1]).items()}
-
-
-def _pyiceberg_versions(catalog: CatalogConfig, table: str) -> dict[int, list[dict]]:
-    loaded = catalog.pyiceberg_catalog().load_table(table)
-    versions = {
-        int(s.summary[DELTA_VERSION_SUMMARY]): s.snapshot_id
-        for s in loaded.snapshots()
-        if s.summary is not None and s.summary[DELTA_VERSION_SUMMARY] is not None
-    }
-    return {v: pyiceberg_rows(catalog, table, sid) for v, sid in versions.items()}
-
-
-def _assert_exact(properties: Mapping[str, str], table: str, expected: Mapping[int, list[dict]]) -> None:
-    """Iceberg Java and pyiceberg each return exactly `expected` at every version."""
-    java = _spark_job("read-iceberg", table, properties)
-    python = _pyiceberg_versions(CatalogConfig(properties), table)
-    assert sorted(java) == sorted(python) == sorted(expected)
-    for version, rows in expected.items():
-        assert java[version] == rows, f"Iceberg Java differs from Delta at version {version}"
-        assert python[version] == rows, f"pyiceberg differs from Delta at version {version}"
-
-
-def _fixture_rows() -> dict[int, list[dict]]:
-    versions = len(list((DELTA_FIXTURES.parent / "expected" / FIXTURE).glob("v*.jsonl")))
-    return {v: expected_rows(FIXTURE, v) for v in range(versions)}
-
-
 def test_rest_catalog_with_a_local_warehouse(workdir: Path) -> None:
     warehouse = workdir / "rest-warehouse"
     with servers.rest_catalog(workdir, {"CATALOG_WAREHOUSE": f"file://{warehouse}"}) as uri:
         properties = {"type": "rest", "uri": uri}
-        result = _sync(str(DELTA_FIXTURES / FIXTURE), "rest_ns.events", _flags(properties))
-        assert result["ok"] and len(result["versions"]) == len(_fixture_rows())
+        result = sync_json(str(DELTA_FIXTURES / FIXTURE), "rest_ns.events", catalog_flags(properties))
+        assert result["ok"] and len(result["versions"]) == len(all_expected_rows(FIXTURE))
         location = CatalogConfig(properties).pyiceberg_catalog().load_table("rest_ns.events").location()
         assert location.removeprefix("file:").lstrip("/").startswith(str(warehouse).lstrip("/")), location
-        _assert_exact(properties, "rest_ns.events", _fixture_rows())
+        assert_readers_exact(properties, "rest_ns.events", all_expected_rows(FIXTURE))
         # A second run has nothing to do.
-        assert _sync(str(DELTA_FIXTURES / FIXTURE), "rest_ns.events", _flags(properties))["versions"] == []
+        assert (
+            sync_json(str(DELTA_FIXTURES / FIXTURE), "rest_ns.events", catalog_flags(properties))["versions"]
+            == []
+        )
 
 
 def test_postgresql_jdbc_catalog_from_a_configuration_file(workdir: Path) -> None:
@@ -130,15 +81,15 @@ def test_postgresql_jdbc_catalog_from_a_configuration_file(workdir: Path) -> Non
             "jdbc.user": "postgres",
             "warehouse": str(workdir / "pg-warehouse"),
         }
-        result = _sync(str(DELTA_FIXTURES / FIXTURE), "pg_ns.events", ["--config", str(config)])
-        assert result["ok"] and len(result["versions"]) == len(_fixture_rows())
-        _assert_exact(properties, "pg_ns.events", _fixture_rows())
+        result = sync_json(str(DELTA_FIXTURES / FIXTURE), "pg_ns.events", ["--config", str(config)])
+        assert result["ok"] and len(result["versions"]) == len(all_expected_rows(FIXTURE))
+        assert_readers_exact(properties, "pg_ns.events", all_expected_rows(FIXTURE))
 
 
 def test_s3_delta_table_and_warehouse_behind_a_rest_catalog(workdir: Path, s3: servers.S3Server) -> None:
     storage = s3.catalog_properties()
     delta = "s3a://lake/delta/events"
-    expected = _spark_job(
+    expected = spark_job(
         "write-delta", delta, {"type": "jdbc", "uri": f"jdbc:sqlite:{workdir}/w.db", **storage}
     )
     assert len(expected) == 6
@@ -151,12 +102,12 @@ def test_s3_delta_table_and_warehouse_behind_a_rest_catalog(workdir: Path, s3: s
     }
     with servers.rest_catalog(workdir, catalog_env) as uri:
         properties = {"type": "rest", "uri": uri, "io-impl": S3_IO, **storage}
-        result = _sync(delta, "s3_ns.events", _flags(properties))
+        result = sync_json(delta, "s3_ns.events", catalog_flags(properties))
         assert result["ok"] and len(result["versions"]) == 6
         assert result["dvs_written"] > 0
         location = CatalogConfig(properties).pyiceberg_catalog().load_table("s3_ns.events").location()
         assert location.startswith("s3://lake/warehouse/"), location
-        _assert_exact(properties, "s3_ns.events", expected)
+        assert_readers_exact(properties, "s3_ns.events", expected)
 
 
 def test_s3_warehouse_in_a_postgresql_catalog_with_v2_position_deletes(
@@ -172,9 +123,11 @@ def test_s3_warehouse_in_a_postgresql_catalog_with_v2_position_deletes(
             "io-impl": S3_IO,
             **storage,
         }
-        expected = _spark_job("write-delta", "s3a://lake/delta/events-v2", properties)
-        result = _sync(
-            "s3a://lake/delta/events-v2", "pg_s3.events", [*_flags(properties), "--format-version", "2"]
+        expected = spark_job("write-delta", "s3a://lake/delta/events-v2", properties)
+        result = sync_json(
+            "s3a://lake/delta/events-v2",
+            "pg_s3.events",
+            [*catalog_flags(properties), "--format-version", "2"],
         )
         assert result["ok"] and len(result["versions"]) == len(expected)
-        _assert_exact(properties, "pg_s3.events", expected)
+        assert_readers_exact(properties, "pg_s3.events", expected)
