@@ -29,6 +29,7 @@ _EXPORTS = {
     "FileIO": "dv_assets.mirror.io",
     "IcebergJava": "dv_assets.mirror.iceberg.java",
     "expire_and_reclaim": "dv_assets.mirror.iceberg.maintenance",
+    "Retention": "dv_assets.mirror.iceberg.maintenance",
     "DeltaTable": "dv_assets.mirror.delta.replay",
 }
 __all__ = sorted(_EXPORTS)
