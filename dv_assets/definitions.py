@@ -69,7 +69,7 @@ def file_definitions(settings: MirrorSettings, path: Path) -> dg.Definitions:
 
 
 def load_definitions(settings: MirrorSettings | None = None) -> dg.Definitions:
-    """The code location's definitions (also what the demo and `dv_assets.defs.ci_checks` run), over
+    """The code location's definitions (also what the demo and `dv_assets.ci_checks` run), over
     `settings` or the environment's, resolved here once."""
     if settings is None:
         settings = MirrorSettings.resolve()

@@ -1,4 +1,4 @@
-"""`python -m dv_assets.defs.ci_checks` (`dvmirror-checks`, `make ci-checks`): every asset check on the
+"""`python -m dv_assets.ci_checks` (`dvmirror-checks`, `make ci-checks`): every asset check on the
 newest mirrored version of each configured table, on a fresh Dagster instance; one line per check, exit 1
 when one fails."""
 
@@ -12,7 +12,7 @@ import sys
 import dagster as dg
 import pytest
 
-from dv_assets.defs.ci_checks import main
+from dv_assets.ci_checks import main
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.mirror_table import CommitRequest
 from dv_assets.mirror.sync import sync_table
@@ -43,7 +43,7 @@ def test_ci_checks_pass_on_the_newest_version_in_a_fresh_process(
     env = {k: v for k, v in os.environ.items() if not k.startswith(("DVMIRROR_", "DAGSTER_"))}
     env["DVMIRROR_SOURCES"] = tables_file(tmp_path / "tables.yaml", catalog, source)
     done = subprocess.run(
-        [sys.executable, "-m", "dv_assets.defs.ci_checks"],
+        [sys.executable, "-m", "dv_assets.ci_checks"],
         cwd=REPO_ROOT,
         env=env,
         capture_output=True,

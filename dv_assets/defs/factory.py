@@ -102,7 +102,7 @@ def build_source_definitions(source: DeltaSource, settings: Settings) -> dg.Defi
             build_compacted_deletes_sensor([source], catalog, cleanup_job, source.compacted_sensor_name),
         ],
         resources={"spark": spark_resource(settings)},
-        # How tools over the built definitions (the demo, `dv_assets.defs.ci_checks`) find the tables.
+        # How tools over the built definitions (the demo, `dv_assets.ci_checks`) find the tables.
         metadata={
             SOURCE_METADATA_PREFIX + source.name: dg.MetadataValue.json(source.model_dump(mode="json"))
         },

@@ -17,7 +17,7 @@ mirrored by a later run until it is fixed or the check passes).
 * `row_count_matches` (NOT blocking: it scans every row of both tables): Delta's live rows at N from the
   log and from a real Delta read (Spark, `versionAsOf` N) both equal the rows Iceberg Java reads from the
   snapshot (Spark, `versionAsOf` snapshot id). It catches what metadata cannot: statistics that lie about
-  the data. A failure is recorded (red in the UI, and `dv_assets.defs.ci_checks` exits non-zero) without
+  the data. A failure is recorded (red in the UI, and `dv_assets.ci_checks` exits non-zero) without
   stopping the mirror.
 * `one_dv_per_data_file` (blocking): in the snapshot every data file has at most one delete file (DV), every
   delete file references a live data file of the snapshot, every Delta DV has its Iceberg counterpart,
