@@ -31,10 +31,7 @@ from dagster._core.storage.tags import (  # the tags of a partition-range run; n
 from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.maintenance import cleanup_run_config
 from dv_assets.defs.sources import VERSIONS_TAG, DeltaSource
-from dv_assets.mirror.delta.facts import drops_dv_files
-from dv_assets.mirror.errors import MirrorInputError
-from dv_assets.mirror.iceberg.pyiceberg_reader import last_mirrored_version
-from dv_assets.mirror.settings import CatalogConfig
+from dv_assets.mirror import CatalogConfig, MirrorInputError, drops_dv_files, last_mirrored_version
 
 
 def _cursor(context: dg.SensorEvaluationContext) -> dict[str, int]:

@@ -36,12 +36,16 @@ from pyspark.sql import SparkSession
 
 from dv_assets.defs.delta.assets import partition_key, version_of
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.defs.table_metadata import summary_row_count
-from dv_assets.mirror.delta.facts import dv_cardinalities, live_rows, live_rows_from_stats
-from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.iceberg.java import IcebergJava
-from dv_assets.mirror.iceberg.mirror_table import MirrorTable, Snapshot
-from dv_assets.mirror.iceberg.pyiceberg_reader import mirror_table_of
+from dv_assets.mirror import (
+    DeltaTable,
+    IcebergJava,
+    MirrorTable,
+    Snapshot,
+    dv_cardinalities,
+    live_rows,
+    live_rows_from_stats,
+    read_mirror_table,
+)
 from resources.spark import IcebergSparkResource
 
 METADATA_ROW_COUNT = "metadata_row_count_matches"
@@ -70,17 +74,6 @@ def _snapshot(
     return None if mirror is None else mirror.snapshot_for_version(version)
 
 
-def load_mirror_without_spark(spark: IcebergSparkResource, source: DeltaSource) -> MirrorTable | None:
-    """The mirror table read with pyiceberg from the resource's catalog: no JVM is started."""
-    from pyiceberg.exceptions import NoSuchTableError
-
-    try:
-        table = spark.settings.catalog.pyiceberg_catalog().load_table(source.iceberg_table)
-    except NoSuchTableError:
-        return None
-    return mirror_table_of(source.iceberg_table, table)
-
-
 def metadata_row_count_result(
     delta: DeltaTable, source: DeltaSource, version: int, mirror: MirrorTable | None
 ) -> dg.AssetCheckResult:
@@ -89,7 +82,7 @@ def metadata_row_count_result(
     if snapshot is None:
         return _no_snapshot(source, version)
     from_log = live_rows_from_stats(delta.state(version, with_stats=False))
-    from_summary = summary_row_count(snapshot.summary)
+    from_summary = snapshot.totals
     metadata: dict[str, dg.MetadataValue] = {
         "delta_version": dg.MetadataValue.int(version),
         "snapshot_id": dg.MetadataValue.int(snapshot.snapshot_id),
@@ -99,12 +92,12 @@ def metadata_row_count_result(
     }
     if from_log.rows is not None:
         metadata["delta_rows_from_log"] = dg.MetadataValue.int(from_log.rows)
-    if from_summary.total_records is not None:
-        metadata["iceberg_total_records"] = dg.MetadataValue.int(from_summary.total_records)
+    if from_summary.records is not None:
+        metadata["iceberg_total_records"] = dg.MetadataValue.int(from_summary.records)
     if from_summary.position_deletes is not None:
         metadata["iceberg_total_position_deletes"] = dg.MetadataValue.int(from_summary.position_deletes)
-    if from_summary.rows is not None:
-        metadata["iceberg_rows_from_summary"] = dg.MetadataValue.int(from_summary.rows)
+    if from_summary.live_rows is not None:
+        metadata["iceberg_rows_from_summary"] = dg.MetadataValue.int(from_summary.live_rows)
 
     if from_log.rows is None:
         missing = from_log.files_without_stats
@@ -115,20 +108,20 @@ def metadata_row_count_result(
             f"(`{ROW_COUNT_SCAN}` scans it)"
         )
         return dg.AssetCheckResult(passed=False, description=description, metadata=metadata)
-    if from_summary.rows is None:
+    if from_summary.live_rows is None:
         description = (
-            f"refused: Iceberg snapshot {snapshot.snapshot_id}: {from_summary.problem} "
+            f"refused: Iceberg snapshot {snapshot.snapshot_id}: {from_summary.live_rows_problem} "
             f"(`{ROW_COUNT_SCAN}` scans the data)"
         )
         return dg.AssetCheckResult(passed=False, description=description, metadata=metadata)
-    passed = from_log.rows == from_summary.rows
+    passed = from_log.rows == from_summary.live_rows
     return dg.AssetCheckResult(
         passed=passed,
         description=None
         if passed
         else f"Delta v{version}: {from_log.rows} rows from the log ({from_log.records} numRecords - "
         f"{from_log.deleted_by_dvs} deleted by DVs); Iceberg snapshot {snapshot.snapshot_id}: "
-        f"{from_summary.rows} from its summary ({from_summary.total_records} total-records - "
+        f"{from_summary.live_rows} from its summary ({from_summary.records} total-records - "
         f"{from_summary.position_deletes} total-position-deletes)",
         metadata=metadata,
     )
@@ -315,7 +308,7 @@ def build_checks(
         context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
     ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
         # Neither Spark nor the table's pool: the resource only names the catalog, read with pyiceberg.
-        mirror = load_mirror_without_spark(spark, source)
+        mirror = read_mirror_table(spark.settings.catalog, source.iceberg_table)
         delta = source.delta_table()
         yield from evaluate_versions(
             context, lambda version: metadata_row_count_result(delta, source, version, mirror)
