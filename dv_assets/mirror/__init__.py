@@ -40,7 +40,6 @@ _EXPORTS = {
     "drops_dv_files": "dv_assets.mirror.delta.facts",
     "live_rows": "dv_assets.mirror.delta.facts",
     "live_rows_from_stats": "dv_assets.mirror.delta.facts",
-    "dv_cardinalities": "dv_assets.mirror.delta.facts",
     "StatsRowCount": "dv_assets.mirror.delta.facts",
     # the Iceberg side: the mirror table as values, read with Iceberg Java (Spark) or pyiceberg (no JVM)
     "IcebergJava": "dv_assets.mirror.iceberg.java",
@@ -49,10 +48,12 @@ _EXPORTS = {
     "SnapshotTotals": "dv_assets.mirror.iceberg.mirror_table",
     "read_mirror_table": "dv_assets.mirror.iceberg.pyiceberg_reader",
     "last_mirrored_version": "dv_assets.mirror.iceberg.pyiceberg_reader",
-    # maintenance
+    # maintenance and verification
     "Retention": "dv_assets.mirror.iceberg.maintenance",
     "MaintenanceReport": "dv_assets.mirror.iceberg.maintenance",
     "expire_and_reclaim": "dv_assets.mirror.iceberg.maintenance",
+    "DvFindings": "dv_assets.mirror.verify",
+    "dv_findings": "dv_assets.mirror.verify",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -25,7 +25,6 @@ mirrored by a later run until it is fixed or the check passes).
   `delete_files` metadata tables at the snapshot).
 """
 
-from collections import Counter
 from collections.abc import Callable, Iterator
 
 import dagster as dg
@@ -38,10 +37,11 @@ from dv_assets.defs.delta.assets import partition_key, version_of
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror import (
     DeltaTable,
+    DvFindings,
     IcebergJava,
     MirrorTable,
     Snapshot,
-    dv_cardinalities,
+    dv_findings,
     live_rows,
     live_rows_from_stats,
     read_mirror_table,
@@ -155,53 +155,9 @@ def row_count_result(
     )
 
 
-def dv_problems(
-    spark: SparkSession, source: DeltaSource, version: int, snapshot_id: int
-) -> tuple[dict[str, list[str]], int, int, int]:
-    """Everything wrong with the snapshot's delete files, by kind (empty lists: all good), and the
-    numbers of Iceberg delete files, Delta DVs and Iceberg data files."""
-    table = source.spark_table
-    data_files = {
-        row.file_path
-        for row in spark.sql(
-            f"SELECT file_path FROM {table}.data_files VERSION AS OF {snapshot_id}"
-        ).collect()
-    }
-    deletes = spark.sql(
-        f"SELECT file_path, referenced_data_file, record_count "
-        f"FROM {table}.delete_files VERSION AS OF {snapshot_id}"
-    ).collect()
-    delta_dvs = dv_cardinalities(source.delta_table().state(version, with_stats=False))
-    per_file = Counter(row.referenced_data_file for row in deletes)
-    iceberg_cardinality: dict[str, int] = {}
-    for row in deletes:
-        if row.referenced_data_file is not None:
-            iceberg_cardinality[row.referenced_data_file] = (
-                iceberg_cardinality.get(row.referenced_data_file, 0) + row.record_count
-            )
-    return (
-        {
-            "data files with more than one DV": sorted(
-                f"{f} ({n})" for f, n in per_file.items() if f is not None and n > 1
-            ),
-            "delete files without a referenced data file": sorted(
-                row.file_path for row in deletes if row.referenced_data_file is None
-            ),
-            "DVs of data files not live in the snapshot": sorted(
-                f for f in per_file if f is not None and f not in data_files
-            ),
-            "Delta DVs missing in Iceberg": sorted(f for f in delta_dvs if f not in iceberg_cardinality),
-            "Iceberg DVs Delta does not have": sorted(f for f in iceberg_cardinality if f not in delta_dvs),
-            "cardinality differs from Delta's": sorted(
-                f"{f}: Iceberg {n}, Delta {delta_dvs[f]}"
-                for f, n in iceberg_cardinality.items()
-                if f in delta_dvs and delta_dvs[f] != n
-            ),
-        },
-        len(deletes),
-        len(delta_dvs),
-        len(data_files),
-    )
+def dv_problems(spark: SparkSession, source: DeltaSource, version: int, snapshot_id: int) -> DvFindings:
+    """Everything wrong with the snapshot's delete files against Delta `version`'s DVs."""
+    return dv_findings(spark, source.delta_table(), version, source.iceberg_table, snapshot_id)
 
 
 def one_dv_result(
@@ -210,8 +166,8 @@ def one_dv_result(
     snapshot = _snapshot(spark, source, version, mirror)
     if snapshot is None:
         return _no_snapshot(source, version)
-    problems, n_deletes, n_delta_dvs, n_data_files = dv_problems(spark, source, version, snapshot.snapshot_id)
-    found = {kind: items for kind, items in problems.items() if items}
+    findings = dv_problems(spark, source, version, snapshot.snapshot_id)
+    found = findings.found
     lines = [
         f"- **{kind}** ({len(items)}): " + ", ".join(f"`{i}`" for i in items[:MAX_LISTED])
         for kind, items in found.items()
@@ -222,9 +178,9 @@ def one_dv_result(
         metadata={
             "delta_version": dg.MetadataValue.int(version),
             "snapshot_id": dg.MetadataValue.int(snapshot.snapshot_id),
-            "iceberg_delete_files": dg.MetadataValue.int(n_deletes),
-            "delta_dvs": dg.MetadataValue.int(n_delta_dvs),
-            "iceberg_data_files": dg.MetadataValue.int(n_data_files),
+            "iceberg_delete_files": dg.MetadataValue.int(findings.iceberg_delete_files),
+            "delta_dvs": dg.MetadataValue.int(findings.delta_dvs),
+            "iceberg_data_files": dg.MetadataValue.int(findings.iceberg_data_files),
             "problems": dg.MetadataValue.md("\n".join(lines) if lines else "none"),
         },
     )
