@@ -25,6 +25,7 @@ mirrored by a later run until it is fixed or the check passes).
   `delete_files` metadata tables at the snapshot).
 """
 
+import functools
 from collections.abc import Callable, Iterator
 
 import dagster as dg
@@ -64,14 +65,33 @@ def _no_snapshot(source: DeltaSource, version: int) -> dg.AssetCheckResult:
     )
 
 
-def _snapshot(
-    spark: SparkSession, source: DeltaSource, version: int, mirror: MirrorTable | None
-) -> Snapshot | None:
-    """The snapshot for `version`, from `mirror` (the table loaded once for a run's many versions; each
-    load reads every snapshot through the JVM) or from a fresh load."""
-    if mirror is None:
-        mirror = IcebergJava(spark).load(source.iceberg_table)
-    return None if mirror is None else mirror.snapshot_for_version(version)
+def _snapshot_metadata(version: int, snapshot: Snapshot) -> dict[str, dg.MetadataValue]:
+    return {
+        "delta_version": dg.MetadataValue.int(version),
+        "snapshot_id": dg.MetadataValue.int(snapshot.snapshot_id),
+    }
+
+
+SparkCheck = Callable[[SparkSession, DeltaSource, int, MirrorTable | None], dg.AssetCheckResult]
+
+
+def _on_the_snapshot(
+    check: Callable[[SparkSession, DeltaSource, int, Snapshot], dg.AssetCheckResult],
+) -> SparkCheck:
+    """`check` on the snapshot for the version, from `mirror` (the table loaded once for a run's many
+    versions; each load reads every snapshot through the JVM) or from a fresh load; a failure when the
+    table has no snapshot for it."""
+
+    @functools.wraps(check)
+    def on_version(
+        spark: SparkSession, source: DeltaSource, version: int, mirror: MirrorTable | None = None
+    ) -> dg.AssetCheckResult:
+        if mirror is None:
+            mirror = IcebergJava(spark).load(source.iceberg_table)
+        snapshot = None if mirror is None else mirror.snapshot_for_version(version)
+        return _no_snapshot(source, version) if snapshot is None else check(spark, source, version, snapshot)
+
+    return on_version
 
 
 def metadata_row_count_result(
@@ -84,8 +104,7 @@ def metadata_row_count_result(
     from_log = live_rows_from_stats(delta.state(version, with_stats=False))
     from_summary = snapshot.totals
     metadata: dict[str, dg.MetadataValue] = {
-        "delta_version": dg.MetadataValue.int(version),
-        "snapshot_id": dg.MetadataValue.int(snapshot.snapshot_id),
+        **_snapshot_metadata(version, snapshot),
         "delta_num_records": dg.MetadataValue.int(from_log.records),
         "delta_rows_deleted_by_dvs": dg.MetadataValue.int(from_log.deleted_by_dvs),
         "delta_files_without_num_records": dg.MetadataValue.int(len(from_log.files_without_stats)),
@@ -127,12 +146,10 @@ def metadata_row_count_result(
     )
 
 
+@_on_the_snapshot
 def row_count_result(
-    spark: SparkSession, source: DeltaSource, version: int, mirror: MirrorTable | None = None
+    spark: SparkSession, source: DeltaSource, version: int, snapshot: Snapshot
 ) -> dg.AssetCheckResult:
-    snapshot = _snapshot(spark, source, version, mirror)
-    if snapshot is None:
-        return _no_snapshot(source, version)
     from_log = live_rows(source.delta_table().state(version, with_stats=False))
     from_delta_read = (
         spark.read.format("delta").option("versionAsOf", version).load(source.delta_path).count()
@@ -146,8 +163,7 @@ def row_count_result(
         else f"Delta v{version}: {from_log} rows (log), {from_delta_read} (Delta read); Iceberg snapshot "
         f"{snapshot.snapshot_id}: {from_iceberg}",
         metadata={
-            "delta_version": dg.MetadataValue.int(version),
-            "snapshot_id": dg.MetadataValue.int(snapshot.snapshot_id),
+            **_snapshot_metadata(version, snapshot),
             "delta_rows_from_log": dg.MetadataValue.int(from_log),
             "delta_rows_read": dg.MetadataValue.int(from_delta_read),
             "iceberg_rows_read": dg.MetadataValue.int(from_iceberg),
@@ -160,12 +176,10 @@ def dv_problems(spark: SparkSession, source: DeltaSource, version: int, snapshot
     return dv_findings(spark, source.delta_table(), version, source.iceberg_table, snapshot_id)
 
 
+@_on_the_snapshot
 def one_dv_result(
-    spark: SparkSession, source: DeltaSource, version: int, mirror: MirrorTable | None = None
+    spark: SparkSession, source: DeltaSource, version: int, snapshot: Snapshot
 ) -> dg.AssetCheckResult:
-    snapshot = _snapshot(spark, source, version, mirror)
-    if snapshot is None:
-        return _no_snapshot(source, version)
     findings = dv_problems(spark, source, version, snapshot.snapshot_id)
     found = findings.found
     lines = [
@@ -176,8 +190,7 @@ def one_dv_result(
         passed=not found,
         description=None if not found else "; ".join(f"{k}: {len(v)}" for k, v in found.items()),
         metadata={
-            "delta_version": dg.MetadataValue.int(version),
-            "snapshot_id": dg.MetadataValue.int(snapshot.snapshot_id),
+            **_snapshot_metadata(version, snapshot),
             "iceberg_delete_files": dg.MetadataValue.int(findings.iceberg_delete_files),
             "delta_dvs": dg.MetadataValue.int(findings.delta_dvs),
             "iceberg_data_files": dg.MetadataValue.int(findings.iceberg_data_files),
@@ -236,20 +249,32 @@ def evaluate_versions(
     yield dg.Output(None, output_name=context.op_def.output_defs[0].name)
 
 
-SparkCheck = Callable[[SparkSession, DeltaSource, int, MirrorTable | None], dg.AssetCheckResult]
-
-
 def build_checks(
     source: DeltaSource, partitions_def: dg.DynamicPartitionsDefinition
 ) -> list[dg.AssetChecksDefinition]:
     asset = dg.AssetKey(source.mirror_asset_key)
 
-    def with_spark(
-        context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource, check: SparkCheck
-    ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
-        session = spark.spark_session
-        mirror = IcebergJava(session).load(source.iceberg_table)  # once: the asset step has finished writing
-        yield from evaluate_versions(context, lambda version: check(session, source, version, mirror))
+    def spark_check(
+        name: str, *, blocking: bool, description: str, check: SparkCheck
+    ) -> dg.AssetChecksDefinition:
+        """A check that reads through Spark, in the table's pool (it waits for the mirror's writes)."""
+
+        @dg.asset_check(
+            asset=asset,
+            name=name,
+            blocking=blocking,
+            partitions_def=partitions_def,
+            pool=source.pool,
+            description=description,
+        )
+        def with_spark(
+            context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
+        ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
+            session = spark.spark_session
+            mirror = IcebergJava(session).load(source.iceberg_table)  # once: the asset step has finished
+            yield from evaluate_versions(context, lambda version: check(session, source, version, mirror))
+
+        return with_spark
 
     @dg.asset_check(
         asset=asset,
@@ -270,31 +295,17 @@ def build_checks(
             context, lambda version: metadata_row_count_result(delta, source, version, mirror)
         )
 
-    @dg.asset_check(
-        asset=asset,
-        name=ROW_COUNT_SCAN,
+    row_count_matches = spark_check(
+        ROW_COUNT_SCAN,
         blocking=False,
-        partitions_def=partitions_def,
-        pool=source.pool,
-        description="Full scan (not blocking): Delta's live rows at version N (log and Delta read) equal the "
-        "rows Iceberg reads from the snapshot.",
+        description="Full scan (not blocking): Delta's live rows at version N (log and Delta read) equal "
+        "the rows Iceberg reads from the snapshot.",
+        check=row_count_result,
     )
-    def row_count_matches(
-        context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
-    ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
-        yield from with_spark(context, spark, row_count_result)
-
-    @dg.asset_check(
-        asset=asset,
-        name=ONE_DV,
+    one_dv_per_data_file = spark_check(
+        ONE_DV,
         blocking=True,
-        partitions_def=partitions_def,
-        pool=source.pool,
         description="At most one DV per data file, each on a live data file, cardinalities equal Delta's.",
+        check=one_dv_result,
     )
-    def one_dv_per_data_file(
-        context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
-    ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
-        yield from with_spark(context, spark, one_dv_result)
-
     return [metadata_row_count_matches, row_count_matches, one_dv_per_data_file]
