@@ -105,9 +105,9 @@ check-defs: $(INSTALLED)
 	env -u DAGSTER_HOME $(BIN)/dg check defs
 
 # The asset checks of the newest mirrored version of every table, against the configured catalog
-# (CI runs it after `make demo`); exits non-zero when a check fails. See dv_assets/defs/ci_checks.py.
+# (CI runs it after `make demo`); exits non-zero when a check fails. See dv_assets/ci_checks.py.
 ci-checks: setup
-	$(BIN)/python -m dv_assets.defs.ci_checks
+	$(BIN)/python -m dv_assets.ci_checks
 
 # The Dagster UI (`dg dev`, the dg project of pyproject.toml) over the demo's instance (.dagster_home,
 # written by `make demo`).

@@ -10,10 +10,16 @@ Tables are `DeltaMirrorComponent` documents (dv_assets/components/delta_mirror.p
 
 Either way the tables must share one Iceberg catalog (one Spark session per process): a conflict is
 refused by name before anything is built.
+
+The mirror's settings are resolved once, here (`load_definitions`), and flow down: the tables' shared
+catalog (their `catalog`, else the environment's) replaces the resolved one, and the resulting settings
+go to every table's definitions, whose `spark` resource holds them and whose sensors, checks and Delta-log
+readers use the same catalog.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
 
@@ -22,37 +28,55 @@ import dagster as dg
 import dv_assets.defs
 from dv_assets.components.delta_mirror import DeltaMirrorComponent, check_mirrors, load_mirrors_file
 from dv_assets.defs.factory import build_definitions
-from dv_assets.mirror.settings import MirrorSettings
+from dv_assets.defs.sources import DeltaSource
+from dv_assets.mirror import CatalogConfig, MirrorSettings
 
 # The folder holding the dv_assets package: pyproject.toml's in a checkout, site-packages when installed
 # (`{{ context.project_root }}` in defs.yaml).
 PROJECT_ROOT = Path(dv_assets.defs.__file__).resolve().parents[2]
 
 
+def shared_settings(
+    settings: MirrorSettings, mirrors: Sequence[tuple[DeltaSource, CatalogConfig]], where: str
+) -> MirrorSettings:
+    """`settings` over the tables' one catalog (refused by name when they do not share one)."""
+    catalog = check_mirrors(mirrors, where)
+    return settings if catalog is None or catalog == settings.catalog else settings.with_catalog(catalog)
+
+
 def project_definitions(
-    defs_module: ModuleType = dv_assets.defs, project_root: Path = PROJECT_ROOT
+    settings: MirrorSettings, defs_module: ModuleType = dv_assets.defs, project_root: Path = PROJECT_ROOT
 ) -> dg.Definitions:
     """The dg defs folder's definitions, the mirror components checked together first (names, Iceberg
     tables, one catalog), so a conflict is refused by name rather than by a merge error."""
     tree = dg.ComponentTree.from_module(defs_module=defs_module, project_root=project_root)
     mirrors = tree.get_all_components(of_type=DeltaMirrorComponent)
     defs_folder = Path(str(defs_module.__file__)).parent
-    check_mirrors(
-        [(m.source(defs_folder), m.catalog_config()) for m in mirrors], f"{defs_folder} (defs.yaml files)"
+    settings = shared_settings(
+        settings,
+        [(m.source(defs_folder), m.catalog_config(settings.catalog)) for m in mirrors],
+        f"{defs_folder} (defs.yaml files)",
     )
+    for mirror in mirrors:
+        mirror.use_settings(settings)
     return tree.build_defs()
 
 
-def file_definitions(path: Path) -> dg.Definitions:
-    mirrors = load_mirrors_file(path)
-    catalog = check_mirrors(mirrors, str(path)) or MirrorSettings.resolve().catalog
-    return build_definitions([source for source, _ in mirrors], catalog)
+def file_definitions(settings: MirrorSettings, path: Path) -> dg.Definitions:
+    mirrors = load_mirrors_file(path, settings.catalog)
+    settings = shared_settings(settings, mirrors, str(path))
+    return build_definitions([source for source, _ in mirrors], settings)
 
 
-def load_definitions() -> dg.Definitions:
-    """The code location's definitions (also what the demo and `dv_assets.defs.ci_checks` run)."""
-    sources_file = MirrorSettings.resolve().sources_file
-    return file_definitions(sources_file) if sources_file.is_file() else project_definitions()
+def load_definitions(settings: MirrorSettings | None = None) -> dg.Definitions:
+    """The code location's definitions (also what the demo and `dv_assets.ci_checks` run), over
+    `settings` or the environment's, resolved here once."""
+    if settings is None:
+        settings = MirrorSettings.resolve()
+    sources_file = settings.sources_file
+    return (
+        file_definitions(settings, sources_file) if sources_file.is_file() else project_definitions(settings)
+    )
 
 
 @dg.definitions

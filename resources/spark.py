@@ -2,9 +2,11 @@
 with the mirror's settings.
 
 `spark_config` works as for any dagster-pyspark resource (it is applied over the mirror's own settings,
-e.g. `{"spark.master": "spark://host:7077", "spark.executor.memory": "4g"}`); the Iceberg catalog (one
-map of Iceberg's catalog properties, or the sqlite shorthand) and the jars folder ride in their own
-fields, defaulting to the environment (`dv_assets.mirror.settings`).
+e.g. `{"spark.master": "spark://host:7077", "spark.executor.memory": "4g"}`); the mirror's settings ride
+in their own fields. The code location builds the resource from the settings it resolved once
+(`for_settings`: every field set, nothing read again); a field left unset falls back to the environment
+(`dv_assets.mirror.MirrorSettings`), except that explicit `catalog_properties` are the whole catalog,
+never merged with DVMIRROR_CONFIG's or DVMIRROR_WAREHOUSE underneath.
 """
 
 from __future__ import annotations
@@ -13,10 +15,9 @@ from typing import Any
 
 from dagster_pyspark import LazyPySparkResource
 from dagster_spark.utils import flatten_dict
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
-from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
-from dv_assets.mirror.spark import get_or_create_spark
+from dv_assets.mirror import CatalogConfig, MirrorSettings, get_or_create_spark
 
 
 class IcebergSparkResource(LazyPySparkResource):
@@ -32,7 +33,8 @@ class IcebergSparkResource(LazyPySparkResource):
     catalog_properties: dict[str, str] | None = Field(
         default=None,
         description="Iceberg catalog properties (type or catalog-impl, uri, warehouse, io-impl, s3.*), as "
-        "Iceberg defines them; default: the sqlite catalog below",
+        "Iceberg defines them, used as given (`warehouse` below fills a missing warehouse); default: the "
+        "sqlite catalog below",
     )
     catalog_uri: str | None = Field(
         default=None, description="sqlite:///PATH/catalog.db (default: DVMIRROR_CATALOG_URI, ./.dvmirror)"
@@ -41,6 +43,38 @@ class IcebergSparkResource(LazyPySparkResource):
         default=None, description="Iceberg warehouse folder or URI (DVMIRROR_WAREHOUSE)"
     )
     jars_dir: str | None = Field(default=None, description="Folder of the JVM jars (DVMIRROR_JARS, ./.jars)")
+    spark_packages: bool | None = Field(
+        default=None, description="Maven packages instead of the jars folder (DVMIRROR_SPARK_PACKAGES=1)"
+    )
+    spark_master: str | None = Field(
+        default=None, description="Spark master (DVMIRROR_SPARK_MASTER, local[2]); spark_config's wins"
+    )
+    driver_memory: str | None = Field(
+        default=None, description="Spark driver memory (DVMIRROR_SPARK_DRIVER_MEMORY, 3g)"
+    )
+    s3: bool | None = Field(
+        default=None, description="S3 jars in Spark even when the catalog does not use S3 (DVMIRROR_S3=1)"
+    )
+    executor_dvs: str | None = Field(
+        default=None,
+        description="DVs of a version from which they are converted in Spark tasks, or `off` "
+        "(DVMIRROR_EXECUTOR_DVS, 1000)",
+    )
+    _settings: MirrorSettings | None = PrivateAttr(default=None)
+
+    @classmethod
+    def for_settings(cls, settings: MirrorSettings, **fields: Any) -> IcebergSparkResource:
+        """The resource holding `settings` (resolved once by the code location) as its config."""
+        return cls(
+            catalog_properties=dict(settings.catalog.properties),
+            jars_dir=str(settings.jars_dir),
+            spark_packages=settings.spark_packages,
+            spark_master=settings.spark_master,
+            driver_memory=settings.driver_memory,
+            s3=settings.s3_requested,
+            executor_dvs=settings.executor_dvs,
+            **fields,
+        )
 
     @classmethod
     def for_catalog(cls, catalog: CatalogConfig, **fields: Any) -> IcebergSparkResource:
@@ -48,12 +82,32 @@ class IcebergSparkResource(LazyPySparkResource):
 
     @property
     def settings(self) -> MirrorSettings:
-        return MirrorSettings.resolve(
-            catalog_properties=self.catalog_properties,
-            catalog_uri=self.catalog_uri,
-            warehouse=self.warehouse,
-            jars_dir=self.jars_dir,
-        )
+        """The mirror's settings from the fields, resolved once per resource object."""
+        if self._settings is None:
+            self._settings = MirrorSettings.resolve(
+                catalog=self._explicit_catalog(),
+                catalog_uri=self.catalog_uri,
+                warehouse=self.warehouse,
+                jars_dir=self.jars_dir,
+                spark_packages=self.spark_packages,
+                spark_master=self.spark_master,
+                driver_memory=self.driver_memory,
+                s3=bool(self.s3),
+                executor_dvs=self.executor_dvs,
+            )
+        return self._settings
+
+    def _explicit_catalog(self) -> CatalogConfig | None:
+        """`catalog_properties` as the whole catalog (the `warehouse` field filling a missing warehouse):
+        nothing from the environment or a configuration file is merged underneath."""
+        if not self.catalog_properties:
+            return None
+        if self.catalog_uri:
+            raise ValueError("give the catalog as catalog_uri or as catalog_properties, not both")
+        properties = dict(self.catalog_properties)
+        if self.warehouse and "warehouse" not in properties:
+            properties["warehouse"] = self.warehouse
+        return CatalogConfig(properties)
 
     def _init_session(self) -> None:
         if self._spark_session is None:

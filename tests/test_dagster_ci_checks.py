@@ -1,4 +1,4 @@
-"""`python -m dv_assets.defs.ci_checks` (`dvmirror-checks`, `make ci-checks`): every asset check on the
+"""`python -m dv_assets.ci_checks` (`dvmirror-checks`, `make ci-checks`): every asset check on the
 newest mirrored version of each configured table, on a fresh Dagster instance; one line per check, exit 1
 when one fails."""
 
@@ -9,7 +9,7 @@ import sys
 import dagster as dg
 import pytest
 
-from dv_assets.defs.ci_checks import main
+from dv_assets.ci_checks import main
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.mirror_table import CommitRequest
 from dv_assets.mirror.sync import sync_table
@@ -27,7 +27,7 @@ def test_ci_checks_pass_on_the_newest_version_in_a_fresh_process(
     source = make_source(copy_fixture("table-with-dv-small"))
     sync_table(spark, source.delta_path, source.iceberg_table)
     env = dvmirror_env(DVMIRROR_SOURCES=sources_file(tmp_path / "tables.yaml", catalog, source))
-    done = run([sys.executable, "-m", "dv_assets.defs.ci_checks"], cwd=REPO_ROOT, env=env, timeout=600)
+    done = run([sys.executable, "-m", "dv_assets.ci_checks"], cwd=REPO_ROOT, env=env, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     assert done.stdout.splitlines() == [f"PASS {source.name} v1 {check}" for check in CHECKS]
     assert "3 passed, 0 failed" in done.stderr

@@ -8,12 +8,14 @@ import json
 import sys
 from pathlib import Path
 
+import dagster as dg
 import pytest
 import yaml
 
 from dv_assets.components.delta_mirror import MirrorConfigError, load_mirrors_file
 from dv_assets.definitions import load_definitions, project_definitions
 from dv_assets.defs.factory import sources_of, spark_resource_of
+from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from tests.helpers.dagster import tables_file
 from tests.helpers.processes import dvmirror_env, run
@@ -102,7 +104,7 @@ def test_workspace_and_dagster_cloud_yaml_name_the_same_code_location() -> None:
 def test_tables_file_resolution_and_validation(tmp_path, monkeypatch) -> None:
     path = tables_file(tmp_path / "tables.yaml", "{name: a, delta_path: sub/t, iceberg_table: ns.a}")
     monkeypatch.setenv("DVMIRROR_SOURCES", str(path))
-    ((source, catalog),) = load_mirrors_file(path)
+    ((source, catalog),) = load_mirrors_file(path, MirrorSettings.resolve().catalog)
     assert source.delta_path == str(tmp_path / "sub" / "t")
     assert (source.format_version, source.retention.retain_last) == (3, 10)
     assert catalog == MirrorSettings.resolve().catalog  # no `catalog`: the environment's
@@ -111,19 +113,19 @@ def test_tables_file_resolution_and_validation(tmp_path, monkeypatch) -> None:
     bad = tmp_path / "bad.yaml"
     tables_file(bad, "{name: a, delta_path: t, iceberg_table: nonamespace}")
     with pytest.raises(MirrorConfigError, match=r"(?s)document 1: .*NAMESPACE\.NAME"):
-        load_mirrors_file(bad)
+        load_mirrors_file(bad, MirrorSettings.resolve().catalog)
     tables_file(bad, "{name: a, delta_path: t, iceberg_table: n.a, format_version: 4}")
     with pytest.raises(MirrorConfigError, match="format_version"):
-        load_mirrors_file(bad)
+        load_mirrors_file(bad, MirrorSettings.resolve().catalog)
     tables_file(
         bad, "{name: a, delta_path: t, iceberg_table: n.a}", "{name: a, delta_path: u, iceberg_table: n.b}"
     )
     with pytest.raises(MirrorConfigError, match=r"two tables are named \['a'\]"):
-        load_mirrors_file(bad)
+        load_mirrors_file(bad, MirrorSettings.resolve().catalog)
     # The old `sources:` list is refused with the way to the new form.
     bad.write_text("sources:\n  - {name: a, delta_path: t, iceberg_table: n.a}\n")
     with pytest.raises(MirrorConfigError, match="old format: write one document per table"):
-        load_mirrors_file(bad)
+        load_mirrors_file(bad, MirrorSettings.resolve().catalog)
 
     # Catalog properties (Iceberg's names); one catalog per code location, however it is spelled.
     one = f"{{type: jdbc, uri: 'jdbc:sqlite:{tmp_path}/c.db', warehouse: '{tmp_path}/wh'}}"
@@ -134,7 +136,7 @@ def test_tables_file_resolution_and_validation(tmp_path, monkeypatch) -> None:
         f"{{name: a, delta_path: t, iceberg_table: n.a, catalog: {one}}}",
         f"{{name: b, delta_path: u, iceberg_table: n.b, catalog: {same}}}",
     )
-    assert [c for _, c in load_mirrors_file(bad)] == [
+    assert [c for _, c in load_mirrors_file(bad, MirrorSettings.resolve().catalog)] == [
         CatalogConfig.sqlite(tmp_path / "c.db", tmp_path / "wh")
     ] * 2
     tables_file(
@@ -143,7 +145,7 @@ def test_tables_file_resolution_and_validation(tmp_path, monkeypatch) -> None:
         f"{{name: b, delta_path: u, iceberg_table: n.b, catalog: {other}}}",
     )
     with pytest.raises(MirrorConfigError, match=r"must share one Iceberg catalog .*other\.db.*: b"):
-        load_mirrors_file(bad)
+        load_mirrors_file(bad, MirrorSettings.resolve().catalog)
 
     # Without the variable (and no sources.yaml in the working directory): the dg defs folder's tables,
     # the catalog defaulting under .dvmirror/.
@@ -171,7 +173,7 @@ def test_components_of_a_defs_folder_share_one_catalog(tmp_path, monkeypatch) ->
     monkeypatch.syspath_prepend(str(tmp_path))
     import mirror_project_defs
 
-    defs = project_definitions(mirror_project_defs, tmp_path)
+    defs = project_definitions(MirrorSettings.resolve(), mirror_project_defs, tmp_path)
     assert [s.name for s in sources_of(defs)] == ["first", "second"]
     assert spark_resource_of(defs).settings.catalog.sqlite_path == tmp_path / "c.db"
     assert sorted(s.name for s in defs.get_repository_def().sensor_defs) == [
@@ -187,7 +189,7 @@ def test_components_of_a_defs_folder_share_one_catalog(tmp_path, monkeypatch) ->
         f"catalog: {{type: jdbc, uri: 'jdbc:sqlite:{tmp_path}/elsewhere.db', warehouse: '{tmp_path}/wh'}}}}",
     )
     with pytest.raises(MirrorConfigError, match=r"must share one Iceberg catalog.*elsewhere\.db.*: second"):
-        project_definitions(mirror_project_defs, tmp_path)
+        project_definitions(MirrorSettings.resolve(), mirror_project_defs, tmp_path)
 
 
 def test_the_delta_log_is_read_with_the_catalogs_storage_settings_which_stay_out_of_metadata() -> None:
@@ -214,3 +216,43 @@ def test_the_delta_log_is_read_with_the_catalogs_storage_settings_which_stay_out
     assert sources_of(defs)[0].name == "lake"
     assert "very-secret" not in json.dumps({k: str(v) for k, v in (defs.metadata or {}).items()})
     assert "very-secret" not in repr(built) + json.dumps(built.model_dump(mode="json"))
+
+
+def test_the_delta_log_readers_and_spark_share_the_code_locations_one_catalog(tmp_path, monkeypatch) -> None:
+    """The tables' explicit catalog is the whole catalog: DVMIRROR_CONFIG's (other S3 keys) and
+    DVMIRROR_WAREHOUSE do not leak in, and the sensors read the Delta log with exactly the storage
+    settings Spark gets."""
+    config = tmp_path / "leaky.yaml"
+    config.write_text(
+        "catalog:\n  type: rest\n  uri: http://leaked:8181\n  s3.endpoint: http://leaked:9000\n"
+        "  s3.access-key-id: leaked\n"
+    )
+    monkeypatch.setenv("DVMIRROR_CONFIG", str(config))
+    monkeypatch.setenv("DVMIRROR_WAREHOUSE", str(tmp_path / "leaked-warehouse"))
+    explicit = {
+        "type": "jdbc",
+        "uri": f"jdbc:sqlite:{tmp_path / 'c.db'}",
+        "s3.endpoint": "http://minio:9000",
+        "s3.path-style-access": "true",
+    }
+    table = (
+        f"{{name: lake, delta_path: s3a://lake/t, iceberg_table: ns.lake, catalog: {json.dumps(explicit)}}}"
+    )
+    monkeypatch.setenv("DVMIRROR_SOURCES", str(tables_file(tmp_path / "tables.yaml", table)))
+    defs = load_definitions()
+    spark = spark_resource_of(defs).settings
+    assert spark.catalog == CatalogConfig(explicit)
+    assert "leaked" not in json.dumps(dict(spark.catalog.properties))
+
+    read_with: list[dict[str, str]] = []
+
+    def delta_table(source: DeltaSource, *, enforce_protocol: bool = True):
+        read_with.append(dict(source.storage_properties))
+        raise OSError("not listed in this test")
+
+    monkeypatch.setattr(DeltaSource, "delta_table", delta_table)
+    instance = dg.DagsterInstance.ephemeral()
+    sensor = defs.resolve_sensor_def("delta_version_sensor_lake")
+    sensor(dg.build_sensor_context(instance=instance, definitions=defs))
+    assert read_with == [spark.catalog.storage_properties()]
+    assert read_with[0] == {"s3.endpoint": "http://minio:9000", "s3.path-style-access": "true"}

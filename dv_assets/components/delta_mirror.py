@@ -37,12 +37,11 @@ from pathlib import Path
 
 import dagster as dg
 import yaml
-from pydantic import Field
+from pydantic import Field, PrivateAttr
 
 from dv_assets.defs.factory import build_source_definitions
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.mirror.iceberg.maintenance import Retention
-from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
+from dv_assets.mirror import CatalogConfig, MirrorSettings, Retention
 
 COMPONENT_TYPE = "dv_assets.components.DeltaMirrorComponent"
 
@@ -88,6 +87,9 @@ class DeltaMirrorComponent(dg.Component, dg.Model, dg.Resolvable):
         "io-impl, s3.*); all tables of a code location share one catalog; omitted: the environment's "
         "(DVMIRROR_CONFIG, DVMIRROR_CATALOG_URI / DVMIRROR_WAREHOUSE, ./.dvmirror)",
     )
+    # The code location's settings, resolved once and handed to every component before its definitions
+    # are built (`dv_assets.definitions.project_definitions`).
+    _settings: MirrorSettings | None = PrivateAttr(default=None)
 
     def source(self, base: Path) -> DeltaSource:
         """The table as the factory takes it, relative locations resolved against `base` (the YAML's
@@ -107,15 +109,22 @@ class DeltaMirrorComponent(dg.Component, dg.Model, dg.Resolvable):
             allowed_roots=[beside(r) for r in self.allowed_roots],
         )
 
-    def catalog_config(self) -> CatalogConfig:
-        """The catalog the properties name, or the environment's (DVMIRROR_CONFIG, DVMIRROR_CATALOG_URI /
-        DVMIRROR_WAREHOUSE, ./.dvmirror)."""
-        if not self.catalog:
-            return MirrorSettings.resolve().catalog
-        return CatalogConfig.from_properties(self.catalog)
+    def catalog_config(self, environment: CatalogConfig) -> CatalogConfig:
+        """The catalog the properties name, or `environment`: the environment's (the code location's
+        settings: DVMIRROR_CONFIG, DVMIRROR_CATALOG_URI / DVMIRROR_WAREHOUSE, ./.dvmirror)."""
+        return CatalogConfig(self.catalog) if self.catalog else environment
+
+    def use_settings(self, settings: MirrorSettings) -> None:
+        """The code location's settings, whose catalog is this table's (`check_mirrors`)."""
+        self._settings = settings
 
     def build_defs(self, context: dg.ComponentLoadContext) -> dg.Definitions:
-        return build_source_definitions(self.source(context.path), self.catalog_config())
+        if self._settings is None:
+            raise MirrorConfigError(
+                f"{self.name}: a DeltaMirrorComponent is built by the code location dv_assets.definitions "
+                "(`project_definitions`), which resolves the settings of all its tables once"
+            )
+        return build_source_definitions(self.source(context.path), self._settings)
 
 
 class MirrorConfigError(ValueError):
@@ -150,9 +159,9 @@ def check_mirrors(mirrors: Sequence[tuple[DeltaSource, CatalogConfig]], where: s
     return catalogs[0] if catalogs else None
 
 
-def load_mirrors_file(path: Path) -> list[tuple[DeltaSource, CatalogConfig]]:
+def load_mirrors_file(path: Path, environment: CatalogConfig) -> list[tuple[DeltaSource, CatalogConfig]]:
     """The tables of a YAML file of component documents (the defs.yaml format), outside the package;
-    relative locations are relative to the file's folder."""
+    relative locations are relative to the file's folder; a table without `catalog` has `environment`."""
     path = path.resolve()
     out = []
     for number, document in enumerate(yaml.safe_load_all(path.read_text()), start=1):
@@ -172,7 +181,7 @@ def load_mirrors_file(path: Path) -> list[tuple[DeltaSource, CatalogConfig]]:
             )
         try:
             mirror = DeltaMirrorComponent.resolve_from_dict(document.get("attributes") or {})
-            out.append((mirror.source(path.parent), mirror.catalog_config()))
+            out.append((mirror.source(path.parent), mirror.catalog_config(environment)))
         except Exception as err:
             raise MirrorConfigError(f"{path}: document {number}: {err}") from err
     check_mirrors(out, str(path))

@@ -1,10 +1,16 @@
 """The code location's factory: for each configured Delta source its partitions, assets, checks, jobs and
-sensors; and the whole `dg.Definitions` for a list of sources and a catalog.
+sensors; and the whole `dg.Definitions` for a list of sources and the
+code location's settings.
 
 Every definition is per source (names carry the source's name), so the definitions of several sources,
 or of several `DeltaMirrorComponent`s, merge without clashes. The one shared definition is the `spark`
 resource: a process holds one Spark session, so all sources of a code location share one catalog and
 one resource object (`spark_resource`).
+
+The definitions take the code location's `MirrorSettings` (resolved once, `dv_assets.definitions`): the
+`spark` resource holds them, and the sensors and the Delta-log readers use the same catalog (its storage
+settings). A `CatalogConfig` alone (tests) stands for the environment's settings over that catalog,
+which the resource resolves when it starts Spark.
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from dv_assets.defs.jobs import build_checks_job, build_mirror_job
 from dv_assets.defs.maintenance import build_cleanup_job
 from dv_assets.defs.sensors import build_compacted_deletes_sensor, build_delta_version_sensor
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.mirror.settings import CatalogConfig
+from dv_assets.mirror import CatalogConfig, MirrorSettings
 from resources.spark import IcebergSparkResource
 
 SOURCE_METADATA_PREFIX = "dvmirror/table/"
@@ -62,20 +68,26 @@ def build_source(source: DeltaSource, catalog: CatalogConfig | None = None) -> S
     )
 
 
-def spark_resource(catalog: CatalogConfig) -> IcebergSparkResource:
-    """One resource object per catalog: `dg.Definitions.merge` accepts a resource key from several
-    definitions only when it is the same object."""
-    return _spark_resource(tuple(catalog.properties.items()))
+Settings = MirrorSettings | CatalogConfig
+
+
+def catalog_of(settings: Settings) -> CatalogConfig:
+    return settings if isinstance(settings, CatalogConfig) else settings.catalog
 
 
 @cache
-def _spark_resource(properties: tuple[tuple[str, str], ...]) -> IcebergSparkResource:
-    return IcebergSparkResource.for_catalog(CatalogConfig(dict(properties)))
+def spark_resource(settings: Settings) -> IcebergSparkResource:
+    """One resource object per settings: `dg.Definitions.merge` accepts a resource key from several
+    definitions only when it is the same object."""
+    if isinstance(settings, CatalogConfig):
+        return IcebergSparkResource.for_catalog(settings)
+    return IcebergSparkResource.for_settings(settings)
 
 
-def build_source_definitions(source: DeltaSource, catalog: CatalogConfig) -> dg.Definitions:
+def build_source_definitions(source: DeltaSource, settings: Settings) -> dg.Definitions:
     """Everything of one source: both assets, the checks, `mirror_<name>`, `checks_<name>`,
     `cleanup_<name>`, `delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`."""
+    catalog = catalog_of(settings)
     built = build_source(source, catalog)
     source = built.source
     cleanup_job = build_cleanup_job([source], source.cleanup_job_name, source.cleanup_op_name)
@@ -89,8 +101,8 @@ def build_source_definitions(source: DeltaSource, catalog: CatalogConfig) -> dg.
             ),
             build_compacted_deletes_sensor([source], catalog, cleanup_job, source.compacted_sensor_name),
         ],
-        resources={"spark": spark_resource(catalog)},
-        # How tools over the built definitions (the demo, `dv_assets.defs.ci_checks`) find the tables.
+        resources={"spark": spark_resource(settings)},
+        # How tools over the built definitions (the demo, `dv_assets.ci_checks`) find the tables.
         metadata={
             SOURCE_METADATA_PREFIX + source.name: dg.MetadataValue.json(source.model_dump(mode="json"))
         },
@@ -114,9 +126,9 @@ def spark_resource_of(defs: dg.Definitions) -> IcebergSparkResource:
     return resource
 
 
-def build_definitions(sources: list[DeltaSource], catalog: CatalogConfig) -> dg.Definitions:
+def build_definitions(sources: list[DeltaSource], settings: Settings) -> dg.Definitions:
     return (
-        dg.Definitions.merge(*(build_source_definitions(s, catalog) for s in sources))
+        dg.Definitions.merge(*(build_source_definitions(s, settings) for s in sources))
         if sources
-        else (dg.Definitions(resources={"spark": spark_resource(catalog)}))
+        else (dg.Definitions(resources={"spark": spark_resource(settings)}))
     )

@@ -1,4 +1,4 @@
-"""The `cleanup_<name>` job (one per table): `dv_assets.mirror.iceberg.maintenance.expire_and_reclaim`
+"""The `cleanup_<name>` job (one per table): `dv_assets.mirror.expire_and_reclaim`
 (snapshot expiry past the source's retention; only the mirror's own files are ever deleted), reported as
 an asset observation of `iceberg/<source>`."""
 
@@ -6,8 +6,7 @@ import dagster as dg
 from pydantic import Field
 
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.mirror.iceberg.java import IcebergJava
-from dv_assets.mirror.iceberg.maintenance import MaintenanceReport, expire_and_reclaim
+from dv_assets.mirror import IcebergJava, MaintenanceReport, expire_and_reclaim
 from resources.spark import IcebergSparkResource
 
 MAX_LISTED = 50

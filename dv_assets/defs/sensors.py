@@ -18,6 +18,8 @@ the factory per source): a table's sensors are switched on and off, and fail, on
 """
 
 import json
+from collections.abc import Callable, Sequence
+from typing import TypeVar
 
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import (
@@ -31,14 +33,53 @@ from dagster._core.storage.tags import (  # the tags of a partition-range run; n
 from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.maintenance import cleanup_run_config
 from dv_assets.defs.sources import VERSIONS_TAG, DeltaSource
-from dv_assets.mirror.delta.facts import drops_dv_files
-from dv_assets.mirror.errors import MirrorInputError
-from dv_assets.mirror.iceberg.pyiceberg_reader import last_mirrored_version
-from dv_assets.mirror.settings import CatalogConfig
+from dv_assets.mirror import CatalogConfig, MirrorInputError, drops_dv_files, last_mirrored_version
+
+T = TypeVar("T")
+Request = dg.RunRequest | dg.AddDynamicPartitionsRequest
 
 
 def _cursor(context: dg.SensorEvaluationContext) -> dict[str, int]:
     return {k: int(v) for k, v in json.loads(context.cursor).items()} if context.cursor else {}
+
+
+def _per_source_sensor(
+    *,
+    name: str,
+    jobs: Sequence[dg.JobDefinition | UnresolvedAssetJobDefinition],
+    minimum_interval_seconds: int,
+    description: str,
+    sources: list[DeltaSource],
+    read: Callable[[DeltaSource, dict[str, int]], T],
+    unreadable: Callable[[DeltaSource], str],
+    act: Callable[[dg.SensorEvaluationContext, DeltaSource, T, dict[str, int]], list[Request]],
+) -> dg.SensorDefinition:
+    """A sensor whose cursor is `{"<source name>": version}`: for each source it `read`s (a source that
+    cannot be read, its log or its mirror, is logged as `unreadable` and skipped, so that one does not
+    stop the others) and `act`s on what it read; both may advance the source's cursor."""
+
+    @dg.sensor(
+        name=name, jobs=jobs, minimum_interval_seconds=minimum_interval_seconds, description=description
+    )
+    def per_source(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+        cursor = _cursor(context)
+        requests: list[Request] = []
+        for source in sources:
+            try:
+                found = read(source, cursor)
+            except (OSError, ValueError, MirrorInputError) as err:
+                context.log.warning(f"{source.name}: {unreadable(source)}: {err}")
+                continue
+            requests += act(context, source, found, cursor)
+        return dg.SensorResult(
+            run_requests=[r for r in requests if isinstance(r, dg.RunRequest)],
+            dynamic_partitions_requests=[
+                r for r in requests if isinstance(r, dg.AddDynamicPartitionsRequest)
+            ],
+            cursor=json.dumps(cursor, sort_keys=True),
+        )
+
+    return per_source
 
 
 def mirror_range_request(source: DeltaSource, first: int, last: int) -> dg.RunRequest:
@@ -63,45 +104,44 @@ def build_delta_version_sensor(
     jobs: list[UnresolvedAssetJobDefinition],
     name: str = "delta_version_sensor",
 ) -> dg.SensorDefinition:
-    @dg.sensor(
+    def new_versions(
+        context: dg.SensorEvaluationContext,
+        source: DeltaSource,
+        listed: tuple[int, int],
+        cursor: dict[str, int],
+    ) -> list[Request]:
+        latest, oldest = listed
+        seen = cursor.get(source.name)
+        first = oldest if seen is None else max(seen + 1, oldest)
+        versions = list(range(first, latest + 1))
+        if not versions:
+            return []
+        partitions_def = partitions[source.name]
+        assert partitions_def.name is not None
+        existing = set(context.instance.get_dynamic_partitions(partitions_def.name))
+        to_add = [partition_key(v) for v in versions if partition_key(v) not in existing]
+        requests: list[Request] = [partitions_def.build_add_request(to_add)] if to_add else []
+        cursor[source.name] = latest
+        context.log.info(f"{source.name}: new Delta versions {versions[0]}..{versions[-1]}")
+        return [*requests, mirror_range_request(source, versions[0], latest)]
+
+    return _per_source_sensor(
         name=name,
         jobs=jobs,
         minimum_interval_seconds=30,
         description="Finds new commits in each source's _delta_log; adds them as partitions (ascending) "
         "and requests one mirror run per source for all of them (a partition range).",
+        sources=sources,
+        read=lambda source, _: _listed_versions(source),
+        unreadable=lambda source: f"cannot list {source.delta_path}",
+        act=new_versions,
     )
-    def delta_version_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        cursor = _cursor(context)
-        run_requests: list[dg.RunRequest] = []
-        partition_requests: list[dg.AddDynamicPartitionsRequest] = []
-        for source in sources:
-            try:
-                delta = source.delta_table(enforce_protocol=False)
-                latest, oldest = delta.latest_version(), delta.oldest_version()
-            except (OSError, ValueError, MirrorInputError) as err:
-                context.log.warning(f"{source.name}: cannot list {source.delta_path}: {err}")
-                continue
-            seen = cursor.get(source.name)
-            first = oldest if seen is None else max(seen + 1, oldest)
-            new_versions = list(range(first, latest + 1))
-            if not new_versions:
-                continue
-            partitions_def = partitions[source.name]
-            assert partitions_def.name is not None
-            existing = set(context.instance.get_dynamic_partitions(partitions_def.name))
-            to_add = [partition_key(v) for v in new_versions if partition_key(v) not in existing]
-            if to_add:
-                partition_requests.append(partitions_def.build_add_request(to_add))
-            run_requests.append(mirror_range_request(source, new_versions[0], latest))
-            cursor[source.name] = latest
-            context.log.info(f"{source.name}: new Delta versions {new_versions[0]}..{new_versions[-1]}")
-        return dg.SensorResult(
-            run_requests=run_requests,
-            dynamic_partitions_requests=partition_requests,
-            cursor=json.dumps(cursor, sort_keys=True),
-        )
 
-    return delta_version_sensor
+
+def _listed_versions(source: DeltaSource) -> tuple[int, int]:
+    """The latest and the oldest (reconstructable) version of the source's Delta log."""
+    delta = source.delta_table(enforce_protocol=False)
+    return delta.latest_version(), delta.oldest_version()
 
 
 def build_compacted_deletes_sensor(
@@ -110,29 +150,25 @@ def build_compacted_deletes_sensor(
     cleanup_job: dg.JobDefinition,
     name: str = "compacted_deletes_sensor",
 ) -> dg.SensorDefinition:
-    @dg.sensor(
+    def cleanup(
+        context: dg.SensorEvaluationContext, source: DeltaSource, request: dg.RunRequest | None, _: dict
+    ) -> list[Request]:
+        if request is None:
+            return []
+        context.log.info(f"{source.name}: {request.tags['dvmirror/compacted-versions']} dropped DVs")
+        return [request]
+
+    return _per_source_sensor(
         name=name,
-        job=cleanup_job,
+        jobs=[cleanup_job],
         minimum_interval_seconds=300,
         description="Requests the cleanup job when mirrored Delta versions removed files carrying DVs "
         "(OPTIMIZE, REORG PURGE, DV replacement).",
+        sources=sources,
+        read=lambda source, cursor: _cleanup_request(source, cursor, catalog, cleanup_job.name),
+        unreadable=lambda _: "skipped",
+        act=cleanup,
     )
-    def compacted_deletes_sensor(context: dg.SensorEvaluationContext) -> dg.SensorResult:
-        cursor = _cursor(context)
-        run_requests: list[dg.RunRequest] = []
-        for source in sources:
-            try:
-                request = _cleanup_request(source, cursor, catalog, cleanup_job.name)
-            except (OSError, ValueError, MirrorInputError) as err:
-                # One unreadable source must not stop the others' cleanup.
-                context.log.warning(f"{source.name}: skipped: {err}")
-                continue
-            if request is not None:
-                context.log.info(f"{source.name}: {request.tags['dvmirror/compacted-versions']} dropped DVs")
-                run_requests.append(request)
-        return dg.SensorResult(run_requests=run_requests, cursor=json.dumps(cursor, sort_keys=True))
-
-    return compacted_deletes_sensor
 
 
 def _cleanup_request(

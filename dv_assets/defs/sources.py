@@ -11,10 +11,7 @@ import re
 
 from pydantic import BaseModel, Field, field_validator
 
-from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.iceberg.maintenance import Retention
-from dv_assets.mirror.io import FileIO
-from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
+from dv_assets.mirror import ICEBERG_CATALOG_NAME, DeltaTable, FileIO, Retention
 
 TABLE_TAG = "dvmirror/table"
 # The Delta versions a mirror run covers ("7" or "7-12"); shown in the UI's run list, unlike the

@@ -10,13 +10,13 @@ Nested types are rendered as one type string (`struct<a: int, b: list<string>>`)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import dagster as dg
 from dagster._core.definitions.metadata import TableMetadataSet  # the dagster/* table keys; not dg.* in 1.13
+
+from dv_assets.mirror import MirrorTable
 
 # -- Iceberg ----------------------------------------------------------------------------------------
 
@@ -52,49 +52,17 @@ def iceberg_column_schema(schema_json: Mapping[str, Any]) -> dg.TableSchema:
     )
 
 
-@dataclass(frozen=True)
-class SummaryRowCount:
-    """The live rows of an Iceberg snapshot from its summary, or why the summary cannot tell."""
-
-    rows: int | None
-    total_records: int | None
-    position_deletes: int | None
-    problem: str | None = None
-
-
-def summary_row_count(summary: Mapping[str, str]) -> SummaryRowCount:
-    """`total-records` - `total-position-deletes`: exact for the mirror, which writes one DV (or one set of
-    position deletes) per data file and never two for one row. Refused (rows None) when the summary lacks
-    a total (Iceberg drops totals it could not carry over) or holds equality deletes (not countable from
-    metadata; the mirror never writes them)."""
-    missing = [k for k in ("total-records", "total-position-deletes") if k not in summary]
-    records = int(summary["total-records"]) if "total-records" in summary else None
-    deletes = int(summary["total-position-deletes"]) if "total-position-deletes" in summary else None
-    if missing:
-        return SummaryRowCount(None, records, deletes, f"the snapshot summary has no {', '.join(missing)}")
-    equality = int(summary.get("total-equality-deletes", "0") or 0)
-    if equality:
-        return SummaryRowCount(
-            None, records, deletes, f"the snapshot has {equality} equality deletes; rows are not countable"
-        )
-    assert records is not None and deletes is not None
-    return SummaryRowCount(records - deletes, records, deletes)
-
-
-def iceberg_snapshot_metadata(table: Any, snapshot_id: int, table_name: str) -> dict[str, Any]:
-    """The dagster/* table metadata of one snapshot of a pyiceberg `Table`: its rows (when the summary
-    can tell) and its own schema (a version mirrored before a schema change keeps the old columns)."""
-    snapshot = table.snapshot_by_id(snapshot_id)
+def iceberg_snapshot_metadata(mirror: MirrorTable, snapshot_id: int, table_name: str) -> dict[str, Any]:
+    """The dagster/* table metadata of one snapshot of the mirror table: its rows (when the summary can
+    tell, `SnapshotTotals.live_rows`) and its own schema (a version mirrored before a schema change keeps
+    the old columns)."""
+    snapshot = mirror.snapshot(snapshot_id)
     if snapshot is None:
         return dict(TableMetadataSet(table_name=table_name))
-    summary = {} if snapshot.summary is None else dict(snapshot.summary.additional_properties)
-    schemas = {s.schema_id: s for s in table.metadata.schemas}
-    schema = schemas.get(snapshot.schema_id) if snapshot.schema_id is not None else None
-    schema = schema or table.schema()
     return dict(
         TableMetadataSet(
-            row_count=summary_row_count(summary).rows,
-            column_schema=iceberg_column_schema(json.loads(schema.model_dump_json())),
+            row_count=snapshot.totals.live_rows,
+            column_schema=iceberg_column_schema(mirror.schema_of(snapshot)),
             table_name=table_name,
         )
     )

@@ -91,7 +91,6 @@ def main() -> int:
     from dv_assets.demo.sample_table import build_sample_table
     from dv_assets.mirror.delta.facts import commit_facts
     from dv_assets.mirror.delta.replay import DeltaTable
-    from dv_assets.mirror.settings import MirrorSettings
     from dv_assets.mirror.spark import get_or_create_spark
 
     defs = load_definitions()
@@ -99,8 +98,8 @@ def main() -> int:
     if demo is None:
         say(f"demo: the code location has no table `{DEMO_SOURCE}` (see dv_assets/defs/tables/defs.yaml)")
         return 2
-    catalog = spark_resource_of(defs).settings.catalog
-    settings = MirrorSettings.resolve(catalog=catalog)
+    settings = spark_resource_of(defs).settings  # the code location's, resolved once
+    catalog = settings.catalog
     say(
         f"dv-mirror demo: Delta {demo.delta_path} -> Iceberg {demo.iceberg_table} "
         f"(format v{demo.format_version})"

@@ -9,8 +9,9 @@ settings = MirrorSettings.resolve(catalog_properties={"type": "rest", "uri": "ht
 result = sync_table(get_or_create_spark(settings), "/data/delta/events", "ns.events")
 ```
 
-The public surface is re-exported here; the Dagster platform (`dv_assets.defs`) uses nothing else but
-these names and the typed values they return.
+The public surface is re-exported here; the Dagster platform (`dv_assets.defs`, `dv_assets.components`,
+`resources`, `dv_assets.definitions`, `dv_assets.ci_checks`) imports nothing else of the engine but these
+names, and uses the typed values they return (tests/test_import_graph.py holds it to that).
 """
 
 from __future__ import annotations
@@ -19,17 +20,40 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
+    # configuration
     "MirrorSettings": "dv_assets.mirror.settings",
     "CatalogConfig": "dv_assets.mirror.settings",
+    "ICEBERG_CATALOG_NAME": "dv_assets.mirror.settings",
     "get_or_create_spark": "dv_assets.mirror.spark",
+    "FileIO": "dv_assets.mirror.io",
+    # the sync
     "sync_table": "dv_assets.mirror.sync",
     "SyncResult": "dv_assets.mirror.sync",
     "VersionResult": "dv_assets.mirror.sync",
     "MirrorInputError": "dv_assets.mirror.errors",
-    "FileIO": "dv_assets.mirror.io",
-    "IcebergJava": "dv_assets.mirror.iceberg.java",
-    "expire_and_reclaim": "dv_assets.mirror.iceberg.maintenance",
+    "MirrorConflictError": "dv_assets.mirror.errors",
+    # the Delta side, read from the log alone
     "DeltaTable": "dv_assets.mirror.delta.replay",
+    "CommitFacts": "dv_assets.mirror.delta.facts",
+    "commit_facts": "dv_assets.mirror.delta.facts",
+    "operation_parameters_text": "dv_assets.mirror.delta.facts",
+    "drops_dv_files": "dv_assets.mirror.delta.facts",
+    "live_rows": "dv_assets.mirror.delta.facts",
+    "live_rows_from_stats": "dv_assets.mirror.delta.facts",
+    "StatsRowCount": "dv_assets.mirror.delta.facts",
+    # the Iceberg side: the mirror table as values, read with Iceberg Java (Spark) or pyiceberg (no JVM)
+    "IcebergJava": "dv_assets.mirror.iceberg.java",
+    "MirrorTable": "dv_assets.mirror.iceberg.mirror_table",
+    "Snapshot": "dv_assets.mirror.iceberg.mirror_table",
+    "SnapshotTotals": "dv_assets.mirror.iceberg.mirror_table",
+    "read_mirror_table": "dv_assets.mirror.iceberg.pyiceberg_reader",
+    "last_mirrored_version": "dv_assets.mirror.iceberg.pyiceberg_reader",
+    # maintenance and verification
+    "Retention": "dv_assets.mirror.iceberg.maintenance",
+    "MaintenanceReport": "dv_assets.mirror.iceberg.maintenance",
+    "expire_and_reclaim": "dv_assets.mirror.iceberg.maintenance",
+    "DvFindings": "dv_assets.mirror.verify",
+    "dv_findings": "dv_assets.mirror.verify",
 }
 __all__ = sorted(_EXPORTS)
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
@@ -117,11 +117,11 @@ class CatalogConfig:
             props["warehouse"] = normalize_warehouse(props["warehouse"])
         object.__setattr__(self, "properties", dict(sorted(props.items())))
 
-    # -- construction --------------------------------------------------------------------------------
-    @classmethod
-    def from_properties(cls, properties: Mapping[str, Any]) -> CatalogConfig:
-        return cls(properties)
+    def __hash__(self) -> int:
+        # A value (frozen, properties normalized): settings holding it are hashable too.
+        return hash(tuple(self.properties.items()))
 
+    # -- construction --------------------------------------------------------------------------------
     @classmethod
     def sqlite(cls, path: str | Path, warehouse: str | Path) -> CatalogConfig:
         """The embedded catalog: one sqlite file that Iceberg Java (JDBC) and pyiceberg (SQL) both open."""
@@ -302,8 +302,10 @@ class MirrorSettings:
     sources_file: Path = Path(SOURCES_FILE)
     debug: bool = False
     executor_threshold: int | None = DEFAULT_EXECUTOR_DVS  # None: DVs always converted on the driver
-    # S3 support in Spark (S3A for the Delta side, Iceberg's S3FileIO): the jars of `make jars-s3`.
+    # S3 support in Spark (S3A for the Delta side, Iceberg's S3FileIO): the jars of `make jars-s3`. On when
+    # asked for (`s3_requested`: the flag, DVMIRROR_S3) or when the catalog uses S3.
     s3: bool = False
+    s3_requested: bool = False
 
     @classmethod
     def resolve(
@@ -317,6 +319,10 @@ class MirrorSettings:
         jars_dir: str | Path | None = None,
         sources_file: str | Path | None = None,
         s3: bool = False,
+        spark_master: str | None = None,
+        driver_memory: str | None = None,
+        spark_packages: bool | None = None,
+        executor_dvs: str | None = None,
         environ: Mapping[str, str] | None = None,
         cwd: Path | None = None,
     ) -> MirrorSettings:
@@ -325,7 +331,8 @@ class MirrorSettings:
 
         The catalog: `catalog`; else the property map of the configuration file's `catalog:` with
         `catalog_properties` over it (`warehouse` filling a missing `warehouse`); else the sqlite
-        shorthand (`catalog_uri`, DVMIRROR_CATALOG_URI, ./.dvmirror/catalog.db).
+        shorthand (`catalog_uri`, DVMIRROR_CATALOG_URI, ./.dvmirror/catalog.db). `executor_dvs` is
+        DVMIRROR_EXECUTOR_DVS's form: a number of DVs, or `off`.
         """
         env = os.environ if environ is None else environ
         cwd = (cwd or Path.cwd()).resolve()
@@ -344,17 +351,31 @@ class MirrorSettings:
             else:
                 uri = catalog_uri or env.get(CATALOG_URI_ENV) or f"sqlite:///{state / 'catalog.db'}"
                 catalog = CatalogConfig.from_uri(uri, warehouse or state / "warehouse")
+        s3_requested = s3 or env.get(S3_ENV) == "1"
         return cls(
             catalog=catalog,
             jars_dir=Path(jars_dir or env.get(JARS_ENV) or cwd / JARS_DIR).resolve(),
-            spark_packages=env.get(SPARK_PACKAGES_ENV) == "1",
-            spark_master=env.get(SPARK_MASTER_ENV) or "local[2]",
-            driver_memory=env.get(DRIVER_MEMORY_ENV) or "3g",
+            spark_packages=env.get(SPARK_PACKAGES_ENV) == "1" if spark_packages is None else spark_packages,
+            spark_master=spark_master or env.get(SPARK_MASTER_ENV) or "local[2]",
+            driver_memory=driver_memory or env.get(DRIVER_MEMORY_ENV) or "3g",
             sources_file=Path(sources_file or env.get(SOURCES_ENV) or cwd / SOURCES_FILE).resolve(),
             debug=bool(env.get(DEBUG_ENV)),
-            executor_threshold=_threshold(env.get(EXECUTOR_DVS_ENV)),
-            s3=s3 or env.get(S3_ENV) == "1" or catalog.uses_s3,
+            executor_threshold=_threshold(
+                env.get(EXECUTOR_DVS_ENV) if executor_dvs is None else executor_dvs
+            ),
+            s3=s3_requested or catalog.uses_s3,
+            s3_requested=s3_requested,
         )
+
+    def with_catalog(self, catalog: CatalogConfig) -> MirrorSettings:
+        """The same settings over another catalog (a code location whose tables name theirs): what
+        `resolve(catalog=catalog)` gives, without reading the environment again."""
+        return replace(self, catalog=catalog, s3=self.s3_requested or catalog.uses_s3)
+
+    @property
+    def executor_dvs(self) -> str:
+        """`executor_threshold` as DVMIRROR_EXECUTOR_DVS spells it (a number of DVs, or `off`)."""
+        return "off" if self.executor_threshold is None else str(self.executor_threshold)
 
 
 def _threshold(value: str | None) -> int | None:

@@ -25,10 +25,14 @@ from dagster._core.definitions.metadata import TableMetadataSet  # the dagster/*
 from dv_assets.defs.delta.assets import partition_key, version_of
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.defs.table_metadata import iceberg_snapshot_metadata
-from dv_assets.mirror.errors import MirrorConflictError
-from dv_assets.mirror.iceberg.java import IcebergJava
-from dv_assets.mirror.iceberg.mirror_table import Snapshot
-from dv_assets.mirror.sync import VersionResult, sync_table
+from dv_assets.mirror import (
+    IcebergJava,
+    MirrorConflictError,
+    Snapshot,
+    VersionResult,
+    read_mirror_table,
+    sync_table,
+)
 from resources.spark import IcebergSparkResource
 
 
@@ -61,19 +65,17 @@ def version_metadata(result: VersionResult, table: str) -> dict[str, dg.Metadata
 
 
 def existing_metadata(snapshot: Snapshot, table: str) -> dict[str, dg.MetadataValue]:
-    summary = snapshot.summary
+    totals = snapshot.totals
     return {
         "status": dg.MetadataValue.text("already mirrored: nothing committed"),
         "iceberg_table": dg.MetadataValue.text(table),
         "delta_version": dg.MetadataValue.int(snapshot.delta_version or 0),
         "snapshot_id": dg.MetadataValue.int(snapshot.snapshot_id),
         "operation": dg.MetadataValue.text(snapshot.delta_operation),
-        "dvs_copied": dg.MetadataValue.int(
-            int(summary.get("added-dvs", summary.get("added-delete-files", 0)))
-        ),
+        "dvs_copied": dg.MetadataValue.int(snapshot.dvs_added),
         "bytes_written": dg.MetadataValue.int(0),
-        "total_records": dg.MetadataValue.int(int(summary.get("total-records", 0))),
-        "total_delete_files": dg.MetadataValue.int(int(summary.get("total-delete-files", 0))),
+        "total_records": dg.MetadataValue.int(totals.records or 0),
+        "total_delete_files": dg.MetadataValue.int(totals.delete_files or 0),
     }
 
 
@@ -81,11 +83,13 @@ def standard_metadata(
     spark: IcebergSparkResource, source: DeltaSource, snapshot_ids: list[int]
 ) -> dict[int, dict[str, Any]]:
     """Snapshot id → Dagster's table metadata (dagster/row_count, dagster/column_schema,
-    dagster/table_name) from the Iceberg metadata: one pyiceberg load for all of a run's snapshots."""
+    dagster/table_name) from the Iceberg metadata: one pyiceberg read for all of a run's snapshots."""
     if not snapshot_ids:
         return {}
-    table = spark.settings.catalog.pyiceberg_catalog().load_table(source.iceberg_table)
-    return {i: iceberg_snapshot_metadata(table, i, source.spark_table) for i in snapshot_ids}
+    mirror = read_mirror_table(spark.settings.catalog, source.iceberg_table)
+    if mirror is None:
+        raise ValueError(f"{source.iceberg_table} is not in the catalog {spark.settings.catalog.describe()}")
+    return {i: iceberg_snapshot_metadata(mirror, i, source.spark_table) for i in snapshot_ids}
 
 
 def _versions_text(versions: list[int]) -> str:

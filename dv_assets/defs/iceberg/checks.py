@@ -17,7 +17,7 @@ mirrored by a later run until it is fixed or the check passes).
 * `row_count_matches` (NOT blocking: it scans every row of both tables): Delta's live rows at N from the
   log and from a real Delta read (Spark, `versionAsOf` N) both equal the rows Iceberg Java reads from the
   snapshot (Spark, `versionAsOf` snapshot id). It catches what metadata cannot: statistics that lie about
-  the data. A failure is recorded (red in the UI, and `dv_assets.defs.ci_checks` exits non-zero) without
+  the data. A failure is recorded (red in the UI, and `dv_assets.ci_checks` exits non-zero) without
   stopping the mirror.
 * `one_dv_per_data_file` (blocking): in the snapshot every data file has at most one delete file (DV), every
   delete file references a live data file of the snapshot, every Delta DV has its Iceberg counterpart,
@@ -25,7 +25,7 @@ mirrored by a later run until it is fixed or the check passes).
   `delete_files` metadata tables at the snapshot).
 """
 
-from collections import Counter
+import functools
 from collections.abc import Callable, Iterator
 
 import dagster as dg
@@ -36,12 +36,17 @@ from pyspark.sql import SparkSession
 
 from dv_assets.defs.delta.assets import partition_key, version_of
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.defs.table_metadata import summary_row_count
-from dv_assets.mirror.delta.facts import dv_cardinalities, live_rows, live_rows_from_stats
-from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.iceberg.java import IcebergJava
-from dv_assets.mirror.iceberg.mirror_table import MirrorTable, Snapshot
-from dv_assets.mirror.iceberg.pyiceberg_reader import mirror_table_of
+from dv_assets.mirror import (
+    DeltaTable,
+    DvFindings,
+    IcebergJava,
+    MirrorTable,
+    Snapshot,
+    dv_findings,
+    live_rows,
+    live_rows_from_stats,
+    read_mirror_table,
+)
 from resources.spark import IcebergSparkResource
 
 METADATA_ROW_COUNT = "metadata_row_count_matches"
@@ -60,25 +65,33 @@ def _no_snapshot(source: DeltaSource, version: int) -> dg.AssetCheckResult:
     )
 
 
-def _snapshot(
-    spark: SparkSession, source: DeltaSource, version: int, mirror: MirrorTable | None
-) -> Snapshot | None:
-    """The snapshot for `version`, from `mirror` (the table loaded once for a run's many versions; each
-    load reads every snapshot through the JVM) or from a fresh load."""
-    if mirror is None:
-        mirror = IcebergJava(spark).load(source.iceberg_table)
-    return None if mirror is None else mirror.snapshot_for_version(version)
+def _snapshot_metadata(version: int, snapshot: Snapshot) -> dict[str, dg.MetadataValue]:
+    return {
+        "delta_version": dg.MetadataValue.int(version),
+        "snapshot_id": dg.MetadataValue.int(snapshot.snapshot_id),
+    }
 
 
-def load_mirror_without_spark(spark: IcebergSparkResource, source: DeltaSource) -> MirrorTable | None:
-    """The mirror table read with pyiceberg from the resource's catalog: no JVM is started."""
-    from pyiceberg.exceptions import NoSuchTableError
+SparkCheck = Callable[[SparkSession, DeltaSource, int, MirrorTable | None], dg.AssetCheckResult]
 
-    try:
-        table = spark.settings.catalog.pyiceberg_catalog().load_table(source.iceberg_table)
-    except NoSuchTableError:
-        return None
-    return mirror_table_of(source.iceberg_table, table)
+
+def _on_the_snapshot(
+    check: Callable[[SparkSession, DeltaSource, int, Snapshot], dg.AssetCheckResult],
+) -> SparkCheck:
+    """`check` on the snapshot for the version, from `mirror` (the table loaded once for a run's many
+    versions; each load reads every snapshot through the JVM) or from a fresh load; a failure when the
+    table has no snapshot for it."""
+
+    @functools.wraps(check)
+    def on_version(
+        spark: SparkSession, source: DeltaSource, version: int, mirror: MirrorTable | None = None
+    ) -> dg.AssetCheckResult:
+        if mirror is None:
+            mirror = IcebergJava(spark).load(source.iceberg_table)
+        snapshot = None if mirror is None else mirror.snapshot_for_version(version)
+        return _no_snapshot(source, version) if snapshot is None else check(spark, source, version, snapshot)
+
+    return on_version
 
 
 def metadata_row_count_result(
@@ -89,22 +102,21 @@ def metadata_row_count_result(
     if snapshot is None:
         return _no_snapshot(source, version)
     from_log = live_rows_from_stats(delta.state(version, with_stats=False))
-    from_summary = summary_row_count(snapshot.summary)
+    from_summary = snapshot.totals
     metadata: dict[str, dg.MetadataValue] = {
-        "delta_version": dg.MetadataValue.int(version),
-        "snapshot_id": dg.MetadataValue.int(snapshot.snapshot_id),
+        **_snapshot_metadata(version, snapshot),
         "delta_num_records": dg.MetadataValue.int(from_log.records),
         "delta_rows_deleted_by_dvs": dg.MetadataValue.int(from_log.deleted_by_dvs),
         "delta_files_without_num_records": dg.MetadataValue.int(len(from_log.files_without_stats)),
     }
     if from_log.rows is not None:
         metadata["delta_rows_from_log"] = dg.MetadataValue.int(from_log.rows)
-    if from_summary.total_records is not None:
-        metadata["iceberg_total_records"] = dg.MetadataValue.int(from_summary.total_records)
+    if from_summary.records is not None:
+        metadata["iceberg_total_records"] = dg.MetadataValue.int(from_summary.records)
     if from_summary.position_deletes is not None:
         metadata["iceberg_total_position_deletes"] = dg.MetadataValue.int(from_summary.position_deletes)
-    if from_summary.rows is not None:
-        metadata["iceberg_rows_from_summary"] = dg.MetadataValue.int(from_summary.rows)
+    if from_summary.live_rows is not None:
+        metadata["iceberg_rows_from_summary"] = dg.MetadataValue.int(from_summary.live_rows)
 
     if from_log.rows is None:
         missing = from_log.files_without_stats
@@ -115,31 +127,29 @@ def metadata_row_count_result(
             f"(`{ROW_COUNT_SCAN}` scans it)"
         )
         return dg.AssetCheckResult(passed=False, description=description, metadata=metadata)
-    if from_summary.rows is None:
+    if from_summary.live_rows is None:
         description = (
-            f"refused: Iceberg snapshot {snapshot.snapshot_id}: {from_summary.problem} "
+            f"refused: Iceberg snapshot {snapshot.snapshot_id}: {from_summary.live_rows_problem} "
             f"(`{ROW_COUNT_SCAN}` scans the data)"
         )
         return dg.AssetCheckResult(passed=False, description=description, metadata=metadata)
-    passed = from_log.rows == from_summary.rows
+    passed = from_log.rows == from_summary.live_rows
     return dg.AssetCheckResult(
         passed=passed,
         description=None
         if passed
         else f"Delta v{version}: {from_log.rows} rows from the log ({from_log.records} numRecords - "
         f"{from_log.deleted_by_dvs} deleted by DVs); Iceberg snapshot {snapshot.snapshot_id}: "
-        f"{from_summary.rows} from its summary ({from_summary.total_records} total-records - "
+        f"{from_summary.live_rows} from its summary ({from_summary.records} total-records - "
         f"{from_summary.position_deletes} total-position-deletes)",
         metadata=metadata,
     )
 
 
+@_on_the_snapshot
 def row_count_result(
-    spark: SparkSession, source: DeltaSource, version: int, mirror: MirrorTable | None = None
+    spark: SparkSession, source: DeltaSource, version: int, snapshot: Snapshot
 ) -> dg.AssetCheckResult:
-    snapshot = _snapshot(spark, source, version, mirror)
-    if snapshot is None:
-        return _no_snapshot(source, version)
     from_log = live_rows(source.delta_table().state(version, with_stats=False))
     from_delta_read = (
         spark.read.format("delta").option("versionAsOf", version).load(source.delta_path).count()
@@ -153,8 +163,7 @@ def row_count_result(
         else f"Delta v{version}: {from_log} rows (log), {from_delta_read} (Delta read); Iceberg snapshot "
         f"{snapshot.snapshot_id}: {from_iceberg}",
         metadata={
-            "delta_version": dg.MetadataValue.int(version),
-            "snapshot_id": dg.MetadataValue.int(snapshot.snapshot_id),
+            **_snapshot_metadata(version, snapshot),
             "delta_rows_from_log": dg.MetadataValue.int(from_log),
             "delta_rows_read": dg.MetadataValue.int(from_delta_read),
             "iceberg_rows_read": dg.MetadataValue.int(from_iceberg),
@@ -162,63 +171,17 @@ def row_count_result(
     )
 
 
-def dv_problems(
-    spark: SparkSession, source: DeltaSource, version: int, snapshot_id: int
-) -> tuple[dict[str, list[str]], int, int, int]:
-    """Everything wrong with the snapshot's delete files, by kind (empty lists: all good), and the
-    numbers of Iceberg delete files, Delta DVs and Iceberg data files."""
-    table = source.spark_table
-    data_files = {
-        row.file_path
-        for row in spark.sql(
-            f"SELECT file_path FROM {table}.data_files VERSION AS OF {snapshot_id}"
-        ).collect()
-    }
-    deletes = spark.sql(
-        f"SELECT file_path, referenced_data_file, record_count "
-        f"FROM {table}.delete_files VERSION AS OF {snapshot_id}"
-    ).collect()
-    delta_dvs = dv_cardinalities(source.delta_table().state(version, with_stats=False))
-    per_file = Counter(row.referenced_data_file for row in deletes)
-    iceberg_cardinality: dict[str, int] = {}
-    for row in deletes:
-        if row.referenced_data_file is not None:
-            iceberg_cardinality[row.referenced_data_file] = (
-                iceberg_cardinality.get(row.referenced_data_file, 0) + row.record_count
-            )
-    return (
-        {
-            "data files with more than one DV": sorted(
-                f"{f} ({n})" for f, n in per_file.items() if f is not None and n > 1
-            ),
-            "delete files without a referenced data file": sorted(
-                row.file_path for row in deletes if row.referenced_data_file is None
-            ),
-            "DVs of data files not live in the snapshot": sorted(
-                f for f in per_file if f is not None and f not in data_files
-            ),
-            "Delta DVs missing in Iceberg": sorted(f for f in delta_dvs if f not in iceberg_cardinality),
-            "Iceberg DVs Delta does not have": sorted(f for f in iceberg_cardinality if f not in delta_dvs),
-            "cardinality differs from Delta's": sorted(
-                f"{f}: Iceberg {n}, Delta {delta_dvs[f]}"
-                for f, n in iceberg_cardinality.items()
-                if f in delta_dvs and delta_dvs[f] != n
-            ),
-        },
-        len(deletes),
-        len(delta_dvs),
-        len(data_files),
-    )
+def dv_problems(spark: SparkSession, source: DeltaSource, version: int, snapshot_id: int) -> DvFindings:
+    """Everything wrong with the snapshot's delete files against Delta `version`'s DVs."""
+    return dv_findings(spark, source.delta_table(), version, source.iceberg_table, snapshot_id)
 
 
+@_on_the_snapshot
 def one_dv_result(
-    spark: SparkSession, source: DeltaSource, version: int, mirror: MirrorTable | None = None
+    spark: SparkSession, source: DeltaSource, version: int, snapshot: Snapshot
 ) -> dg.AssetCheckResult:
-    snapshot = _snapshot(spark, source, version, mirror)
-    if snapshot is None:
-        return _no_snapshot(source, version)
-    problems, n_deletes, n_delta_dvs, n_data_files = dv_problems(spark, source, version, snapshot.snapshot_id)
-    found = {kind: items for kind, items in problems.items() if items}
+    findings = dv_problems(spark, source, version, snapshot.snapshot_id)
+    found = findings.found
     lines = [
         f"- **{kind}** ({len(items)}): " + ", ".join(f"`{i}`" for i in items[:MAX_LISTED])
         for kind, items in found.items()
@@ -227,11 +190,10 @@ def one_dv_result(
         passed=not found,
         description=None if not found else "; ".join(f"{k}: {len(v)}" for k, v in found.items()),
         metadata={
-            "delta_version": dg.MetadataValue.int(version),
-            "snapshot_id": dg.MetadataValue.int(snapshot.snapshot_id),
-            "iceberg_delete_files": dg.MetadataValue.int(n_deletes),
-            "delta_dvs": dg.MetadataValue.int(n_delta_dvs),
-            "iceberg_data_files": dg.MetadataValue.int(n_data_files),
+            **_snapshot_metadata(version, snapshot),
+            "iceberg_delete_files": dg.MetadataValue.int(findings.iceberg_delete_files),
+            "delta_dvs": dg.MetadataValue.int(findings.delta_dvs),
+            "iceberg_data_files": dg.MetadataValue.int(findings.iceberg_data_files),
             "problems": dg.MetadataValue.md("\n".join(lines) if lines else "none"),
         },
     )
@@ -287,20 +249,32 @@ def evaluate_versions(
     yield dg.Output(None, output_name=context.op_def.output_defs[0].name)
 
 
-SparkCheck = Callable[[SparkSession, DeltaSource, int, MirrorTable | None], dg.AssetCheckResult]
-
-
 def build_checks(
     source: DeltaSource, partitions_def: dg.DynamicPartitionsDefinition
 ) -> list[dg.AssetChecksDefinition]:
     asset = dg.AssetKey(source.mirror_asset_key)
 
-    def with_spark(
-        context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource, check: SparkCheck
-    ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
-        session = spark.spark_session
-        mirror = IcebergJava(session).load(source.iceberg_table)  # once: the asset step has finished writing
-        yield from evaluate_versions(context, lambda version: check(session, source, version, mirror))
+    def spark_check(
+        name: str, *, blocking: bool, description: str, check: SparkCheck
+    ) -> dg.AssetChecksDefinition:
+        """A check that reads through Spark, in the table's pool (it waits for the mirror's writes)."""
+
+        @dg.asset_check(
+            asset=asset,
+            name=name,
+            blocking=blocking,
+            partitions_def=partitions_def,
+            pool=source.pool,
+            description=description,
+        )
+        def with_spark(
+            context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
+        ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
+            session = spark.spark_session
+            mirror = IcebergJava(session).load(source.iceberg_table)  # once: the asset step has finished
+            yield from evaluate_versions(context, lambda version: check(session, source, version, mirror))
+
+        return with_spark
 
     @dg.asset_check(
         asset=asset,
@@ -315,37 +289,23 @@ def build_checks(
         context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
     ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
         # Neither Spark nor the table's pool: the resource only names the catalog, read with pyiceberg.
-        mirror = load_mirror_without_spark(spark, source)
+        mirror = read_mirror_table(spark.settings.catalog, source.iceberg_table)
         delta = source.delta_table()
         yield from evaluate_versions(
             context, lambda version: metadata_row_count_result(delta, source, version, mirror)
         )
 
-    @dg.asset_check(
-        asset=asset,
-        name=ROW_COUNT_SCAN,
+    row_count_matches = spark_check(
+        ROW_COUNT_SCAN,
         blocking=False,
-        partitions_def=partitions_def,
-        pool=source.pool,
-        description="Full scan (not blocking): Delta's live rows at version N (log and Delta read) equal the "
-        "rows Iceberg reads from the snapshot.",
+        description="Full scan (not blocking): Delta's live rows at version N (log and Delta read) equal "
+        "the rows Iceberg reads from the snapshot.",
+        check=row_count_result,
     )
-    def row_count_matches(
-        context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
-    ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
-        yield from with_spark(context, spark, row_count_result)
-
-    @dg.asset_check(
-        asset=asset,
-        name=ONE_DV,
+    one_dv_per_data_file = spark_check(
+        ONE_DV,
         blocking=True,
-        partitions_def=partitions_def,
-        pool=source.pool,
         description="At most one DV per data file, each on a live data file, cardinalities equal Delta's.",
+        check=one_dv_result,
     )
-    def one_dv_per_data_file(
-        context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
-    ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
-        yield from with_spark(context, spark, one_dv_result)
-
     return [metadata_row_count_matches, row_count_matches, one_dv_per_data_file]

@@ -108,16 +108,22 @@ class IcebergJava:
             schema=json.loads(self._iceberg.SchemaParser.toJson(table.schema())),
             current_snapshot_id=None if current is None else int(current.snapshotId()),
             snapshots=tuple(self._snapshot(s) for s in table.snapshots()),
+            schemas={int(i): self._schema_json(s) for i, s in dict(table.schemas()).items()},
         )
+
+    def _schema_json(self, schema) -> dict[str, Any]:
+        return json.loads(self._iceberg.SchemaParser.toJson(schema))
 
     @staticmethod
     def _snapshot(snapshot) -> Snapshot:
         parent = snapshot.parentId()
+        schema_id = snapshot.schemaId()
         return Snapshot(
             snapshot_id=int(snapshot.snapshotId()),
             parent_id=None if parent is None else int(parent),
             timestamp_ms=int(snapshot.timestampMillis()),
             summary=dict(snapshot.summary()),
+            schema_id=None if schema_id is None else int(schema_id),
         )
 
     def default_location(self, table_name: str) -> str:

@@ -58,6 +58,68 @@ CONTENT_SUMMARY_KEYS = (
 )
 
 
+# Iceberg's own summary keys (SnapshotSummary) the platform reports: the table's totals after a snapshot,
+# and what the snapshot added.
+TOTAL_RECORDS_SUMMARY = "total-records"
+TOTAL_POSITION_DELETES_SUMMARY = "total-position-deletes"  # v3 DVs' rows are counted here too
+TOTAL_EQUALITY_DELETES_SUMMARY = "total-equality-deletes"
+TOTAL_DELETE_FILES_SUMMARY = "total-delete-files"
+ADDED_DVS_SUMMARY = "added-dvs"
+ADDED_DELETE_FILES_SUMMARY = "added-delete-files"
+
+
+def _total(summary: Mapping[str, str], key: str) -> int | None:
+    return int(summary[key]) if key in summary else None
+
+
+@dataclass(frozen=True)
+class SnapshotTotals:
+    """The table's totals after a snapshot as its summary records them; None where the summary has no
+    such total (Iceberg drops a total it could not carry over)."""
+
+    records: int | None
+    position_deletes: int | None
+    equality_deletes: int | None
+    delete_files: int | None
+
+    @classmethod
+    def of(cls, summary: Mapping[str, str]) -> SnapshotTotals:
+        equality = summary.get(TOTAL_EQUALITY_DELETES_SUMMARY)
+        return cls(
+            records=_total(summary, TOTAL_RECORDS_SUMMARY),
+            position_deletes=_total(summary, TOTAL_POSITION_DELETES_SUMMARY),
+            equality_deletes=None if equality is None else int(equality or 0),
+            delete_files=_total(summary, TOTAL_DELETE_FILES_SUMMARY),
+        )
+
+    @property
+    def live_rows_problem(self) -> str | None:
+        """Why the summary cannot tell the live rows (None: it can)."""
+        missing = [
+            key
+            for key, value in (
+                (TOTAL_RECORDS_SUMMARY, self.records),
+                (TOTAL_POSITION_DELETES_SUMMARY, self.position_deletes),
+            )
+            if value is None
+        ]
+        if missing:
+            return f"the snapshot summary has no {', '.join(missing)}"
+        if self.equality_deletes:
+            return f"the snapshot has {self.equality_deletes} equality deletes; rows are not countable"
+        return None
+
+    @property
+    def live_rows(self) -> int | None:
+        """`total-records` - `total-position-deletes`: exact for the mirror, which writes one DV (or one set
+        of position deletes) per data file and never two for one row. None (see `live_rows_problem`) when
+        the summary lacks a total or holds equality deletes (not countable from metadata; the mirror
+        never writes them)."""
+        if self.live_rows_problem is not None or self.records is None or self.position_deletes is None:
+            return None
+        return self.records - self.position_deletes
+
+
 def delta_version_of(summary: Mapping[str, str] | None) -> int | None:
     """The Delta version a snapshot summary records (None for a snapshot the mirror did not write)."""
     value = None if summary is None else summary.get(DELTA_VERSION_SUMMARY)
@@ -70,6 +132,7 @@ class Snapshot:
     parent_id: int | None
     timestamp_ms: int
     summary: Mapping[str, str]
+    schema_id: int | None = None  # the table schema the snapshot was written with
 
     @property
     def delta_version(self) -> int | None:
@@ -80,6 +143,15 @@ class Snapshot:
     def delta_operation(self) -> str:
         """The Delta operation this snapshot mirrors ('' when unknown)."""
         return self.summary.get(DELTA_OPERATION_SUMMARY, "")
+
+    @property
+    def totals(self) -> SnapshotTotals:
+        return SnapshotTotals.of(self.summary)
+
+    @property
+    def dvs_added(self) -> int:
+        """The DVs (v3) or position-delete files (v2) the snapshot added."""
+        return int(self.summary.get(ADDED_DVS_SUMMARY, self.summary.get(ADDED_DELETE_FILES_SUMMARY, 0)))
 
     @property
     def changed_content(self) -> bool:
@@ -97,10 +169,20 @@ class MirrorTable:
     schema: dict[str, Any]  # Iceberg schema JSON (SchemaParser)
     current_snapshot_id: int | None
     snapshots: tuple[Snapshot, ...]  # in the table's order (oldest first)
+    schemas: Mapping[int, dict[str, Any]] = field(default_factory=dict)  # schema id → its JSON, every one
 
     @property
     def current_snapshot(self) -> Snapshot | None:
-        return next((s for s in self.snapshots if s.snapshot_id == self.current_snapshot_id), None)
+        return self.snapshot(self.current_snapshot_id)
+
+    def snapshot(self, snapshot_id: int | None) -> Snapshot | None:
+        return next((s for s in self.snapshots if s.snapshot_id == snapshot_id), None)
+
+    def schema_of(self, snapshot: Snapshot) -> dict[str, Any]:
+        """The schema the snapshot was written with (a version mirrored before a schema change keeps the
+        old columns); the table's current one when the metadata does not say."""
+        found = None if snapshot.schema_id is None else self.schemas.get(snapshot.schema_id)
+        return found or self.schema
 
     @property
     def mirrored_base(self) -> Snapshot | None:

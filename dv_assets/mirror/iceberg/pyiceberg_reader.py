@@ -47,7 +47,9 @@ def mirror_table_of(table_name: str, table: Any) -> MirrorTable:
                 summary={}
                 if s.summary is None
                 else {"operation": s.summary.operation.value, **s.summary.additional_properties},
+                schema_id=s.schema_id,
             )
             for s in metadata.snapshots
         ),
+        schemas={s.schema_id: json.loads(s.model_dump_json()) for s in metadata.schemas},
     )

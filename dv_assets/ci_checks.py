@@ -1,7 +1,7 @@
 """The asset checks of the NEWEST mirrored version of every table, for CI against a deployment's catalog:
 
 ```bash
-python -m dv_assets.defs.ci_checks [--table NAME ...]     # or: dvmirror-checks; make ci-checks
+python -m dv_assets.ci_checks [--table NAME ...]     # or: dvmirror-checks; make ci-checks
 ```
 
 Tables and catalog are the code location's (`dv_assets.definitions`: dv_assets/defs/tables/defs.yaml, or
@@ -30,11 +30,12 @@ from dataclasses import dataclass
 
 import dagster as dg
 
+from dv_assets.definitions import load_definitions
 from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.factory import sources_of, spark_resource_of
 from dv_assets.defs.iceberg.checks import CHECK_NAMES
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.mirror.iceberg.pyiceberg_reader import last_mirrored_version
+from dv_assets.mirror import last_mirrored_version
 
 # Step logs stay in the instance; the command prints its own lines.
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
@@ -91,8 +92,6 @@ def check_newest_version(
 
 
 def run(table_names: Sequence[str] = ()) -> tuple[int, list[CheckLine]]:
-    from dv_assets.definitions import load_definitions
-
     defs = load_definitions()
     sources = sources_of(defs)
     unknown = sorted(set(table_names) - {s.name for s in sources})

@@ -1,0 +1,75 @@
+"""The import graph, from the sources' AST: the Dagster platform reaches the engine only through
+`dv_assets.mirror`'s exported names, nothing in it imports the modules that load it, and no module of the
+project imports (at module level) one that imports it back."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+import dv_assets.mirror
+from tests.helpers.imports import (
+    ENGINE,
+    LOADERS,
+    PLATFORM,
+    PROJECT,
+    dependencies,
+    everywhere,
+    import_cycles,
+    imported,
+    module_level,
+    modules,
+)
+from tests.helpers.paths import REPO_ROOT
+
+
+def test_the_platform_imports_the_engine_only_through_its_exported_names() -> None:
+    platform = modules(*PLATFORM)
+    assert len(platform) > 10 and {"dv_assets.defs.iceberg.checks", "resources.spark"} <= set(platform)
+    deep, unexported, loaders = [], [], []
+    for module, path in platform.items():
+        for statement in everywhere(ast.parse(path.read_text())):
+            for target, name in imported(module, statement):
+                where = f"{path.relative_to(REPO_ROOT)}:{statement.lineno}"
+                if target.startswith(f"{ENGINE}."):
+                    deep.append(f"{where} {target}")
+                elif name is None and target == ENGINE:
+                    deep.append(f"{where} import {ENGINE} (import the names)")
+                elif target == ENGINE and name not in dv_assets.mirror.__all__:
+                    unexported.append(f"{where} {name}")
+                if module not in LOADERS and (target in LOADERS or f"{target}.{name}" in LOADERS):
+                    loaders.append(f"{where} {target}")
+    assert deep == [], "the platform imports engine modules directly"
+    assert unexported == [], f"not exported by {ENGINE}"
+    assert loaders == [], "the defs folder imports what loads it"
+
+
+def test_no_import_cycle_among_the_projects_modules() -> None:
+    graph = {
+        module: set().union(*(dependencies(module, s) for s in module_level(ast.parse(path.read_text()))))
+        - {module}
+        for module, path in PROJECT.items()
+    }
+    assert graph["dv_assets.defs.factory"] >= {"dv_assets.defs.sensors", "resources.spark"}
+    assert "dv_assets.mirror.verify" in graph["dv_assets.defs.iceberg.checks"]  # through the lazy export
+
+    assert import_cycles(graph) == []
+
+
+def test_every_exported_name_resolves_and_the_configuration_needs_no_pyspark() -> None:
+    for name in dv_assets.mirror.__all__:
+        assert getattr(dv_assets.mirror, name) is not None
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from dv_assets.mirror import CatalogConfig, DeltaTable, MirrorSettings, "
+            "read_mirror_table, last_mirrored_version; assert 'pyspark' not in sys.modules, 'pyspark'",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
