@@ -35,7 +35,7 @@ from dv_assets.mirror.iceberg import schema as iceberg_schema
 from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
 from dv_assets.mirror.iceberg.delete_files import DeleteFileJob, write_delete_files, write_on_executors
 from dv_assets.mirror.iceberg.java import IcebergJava
-from dv_assets.mirror.iceberg.layout import MirrorLayout, comparable
+from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_OPERATION_SUMMARY,
     DELTA_PARTITION_COLUMNS_PROPERTY,
@@ -47,7 +47,12 @@ from dv_assets.mirror.iceberg.mirror_table import (
     CommitRequest,
     MirrorTable,
     NewTable,
-    Snapshot,
+)
+from dv_assets.mirror.identity import (
+    check_apart,
+    check_mirrors,
+    check_same_delta_table,
+    first_version_to_mirror,
 )
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.plan import MirrorPlan, plan_version
@@ -140,17 +145,13 @@ def sync_table(
         start = delta.oldest_version()
         fmt = format_version or DEFAULT_FORMAT_VERSION
         current_schema: dict | None = None
-        _check_apart(iceberg.default_location(table_name), delta_root, table_name)
+        check_apart(iceberg.default_location(table_name), delta_root, table_name)
     else:
-        _check_mirrors(table, delta_root)
+        check_mirrors(table, delta_root, format_version)
         fmt = table.format_version
-        if format_version is not None and format_version != fmt:
-            raise MirrorInputError(
-                f"the Iceberg table is format version {fmt}, not {format_version}", table=delta_root
-            )
         base = table.mirrored_base
         last_mirrored = None if base is None else base.delta_version
-        start = _first_version_to_mirror(delta, table, base, latest, target)
+        start = first_version_to_mirror(delta, table, base, latest, target)
         base_snapshot_id = table.current_snapshot_id
         if start <= target:
             deletes = iceberg.delete_files_by_data_file(table_name, base_snapshot_id)
@@ -169,13 +170,7 @@ def sync_table(
 
     for change in delta.changes(start, target):
         began = time.monotonic()
-        if expected_table_id is not None and change.metadata.id != expected_table_id:
-            raise MirrorInputError(
-                f"the Delta table's id is {change.metadata.id}, the mirror's is {expected_table_id}: the "
-                "folder now holds another Delta table; mirror it into a new Iceberg table",
-                table=delta_root,
-                version=change.version,
-            )
+        check_same_delta_table(change, expected_table_id, delta_root)
         plan = plan_version(change)
         location = iceberg.default_location(table_name) if table is None else table.location
         layout = MirrorLayout(location)
@@ -265,72 +260,6 @@ def sync_table(
         if on_version is not None:
             on_version(version_result)
     return result
-
-
-# -- the mirror's identity ----------------------------------------------------------------------------
-
-
-def _check_apart(table_location: str, delta_root: str, table_name: str) -> None:
-    """The Iceberg table's folder and the Delta table's must not contain one another: the mirror writes
-    and deletes files in its own folder only."""
-    mirror, delta = comparable(table_location).rstrip("/"), comparable(delta_root).rstrip("/")
-    if mirror == delta or mirror.startswith(delta + "/") or delta.startswith(mirror + "/"):
-        raise MirrorInputError(
-            f"the Iceberg table {table_name} would live at {table_location}, which overlaps the Delta table; "
-            "use a warehouse outside the Delta table's folder",
-            table=delta_root,
-        )
-
-
-def _check_mirrors(table: MirrorTable, delta_root: str) -> None:
-    """An existing Iceberg table is written only when it is dv-mirror's mirror of this Delta table."""
-    mirrored_from = table.properties.get(DELTA_TABLE_PROPERTY)
-    if mirrored_from is None:
-        raise MirrorInputError(
-            f"Iceberg table {table.name} exists and is not a dv-mirror mirror (no {DELTA_TABLE_PROPERTY} "
-            "property); refusing to write to it: choose another table name",
-            table=delta_root,
-        )
-    if mirrored_from != delta_root:
-        raise MirrorInputError(
-            f"Iceberg table {table.name} mirrors {mirrored_from}, not this table", table=delta_root
-        )
-    _check_apart(table.location, delta_root, table.name)
-
-
-def _first_version_to_mirror(
-    delta: DeltaTable, table: MirrorTable, base: Snapshot | None, latest: int, target: int
-) -> int:
-    """The next Delta version to mirror, after checking that the log still continues the mirror."""
-    oldest = delta.oldest_version()
-    if base is None or base.delta_version is None:
-        return oldest
-    last = base.delta_version
-    if last > latest:
-        raise MirrorInputError(
-            f"the mirror {table.name} is at Delta version {last}, but the Delta table's latest version is "
-            f"{latest}: the folder no longer holds the table that was mirrored",
-            table=delta.table_root,
-        )
-    mirrored_at = base.summary.get(DELTA_TIMESTAMP_SUMMARY) or None
-    commit_info = delta.commit_info(last)
-    logged_at = None if commit_info is None else str(commit_info.get("timestamp", "")) or None
-    if mirrored_at is not None and logged_at is not None and mirrored_at != logged_at:
-        raise MirrorInputError(
-            f"Delta version {last} was committed at {logged_at}, but the mirror's version {last} at "
-            f"{mirrored_at}: the folder now holds another Delta table",
-            table=delta.table_root,
-            version=last,
-        )
-    if last < target and last < oldest:
-        raise MirrorInputError(
-            f"the mirror {table.name} is at Delta version {last}, but the Delta log no longer holds the "
-            f"commits after it (the oldest version it can reconstruct is {oldest}: log retention removed "
-            "the others); the mirror cannot follow exactly: mirror the table into a new Iceberg table",
-            table=delta.table_root,
-            version=last + 1,
-        )
-    return last + 1
 
 
 # -- Delta version → Iceberg content ------------------------------------------------------------------
