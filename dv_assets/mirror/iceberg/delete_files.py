@@ -5,7 +5,7 @@ The same function runs on the driver (small versions) or inside Spark tasks (`wr
 DVs are grouped by the file they live in, so each DV file is read by one task, and every task writes its
 own delete files straight into the table's data folder and returns only their entries. Work travels as
 plain picklable values (`DeleteFileJob` out, `TaskResult` back); executors import the installed `dv_assets`
-package.
+package. `run_delete_job` picks where a version's job runs.
 """
 
 from __future__ import annotations
@@ -85,6 +85,26 @@ def write_delete_files(job: DeleteFileJob, io: FileIO, written: list[DeleteFile]
             io.delete_quietly([path])
             raise
     return written
+
+
+def run_delete_job(
+    spark: SparkSession,
+    job: DeleteFileJob,
+    io: FileIO,
+    executor_threshold: int | None,
+    written: list[DeleteFile],
+) -> str:
+    """Run the job on the driver, or as Spark tasks when it has at least `executor_threshold` DVs (None:
+    always on the driver); its delete files go into `written` (on the driver, each as soon as it exists).
+    Returns where the work ran, for the version's report: "none", "driver" or the `SparkRun`."""
+    if not job.tasks:
+        return "none"
+    if executor_threshold is not None and len(job.tasks) >= executor_threshold:
+        on_executors, run = write_on_executors(spark, job, io)
+        written += on_executors
+        return str(run)
+    write_delete_files(job, io, written)
+    return "driver"
 
 
 def by_dv_file(tasks: Iterable[DVTask], max_share: int | None = None) -> list[tuple[DVTask, ...]]:
