@@ -1,48 +1,323 @@
-"""Plan of changes: what one Delta version means for the Iceberg mirror. Pure: no I/O.
+"""Translation: what one Delta version makes of the Iceberg mirror, as values. Pure: no storage, no Iceberg.
 
-The plan names Delta files; turning them into Iceberg content files (and DV blobs into Puffin or
-position-delete files) is the writer's job (`dv_assets.mirror.sync`).
+`plan_version(change, state, rows, paths)` turns a `VersionChange` and the mirror's `MirrorState` into a
+`VersionPlan`: the `NewTable` to create for the first mirrored version, the `DeleteFileJob` that converts
+the version's new DVs into delete files, and the version's `CommitRequest` (schema, name mapping, data
+files with their metrics, the delete files it replaces, summary, properties, base snapshot), built whole
+by `plan.commit_request(written)` once the job has written its delete files, the one part that cannot
+exist before. `plan_version` refuses what the version's metadata, DV locations and replaced delete files
+make impossible, before anything is written; `commit_request` translates the data files' partition
+values and stats.
+
+What needs storage is read before and passed in as values: `rows`, the row count of every data file the
+version adds or gives a new DV (the files `files_to_count(change)` names; `sync.py` reads them, once it
+has checked that the files the version adds are allowed and present). The job runs in
+`iceberg/delete_files.py` (`run_delete_job`), on the driver or in Spark tasks. Once the commit has
+landed, `state.after(...)` is the state the next version is planned on.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from dv_assets.mirror.delta.actions import AddFile
+from dv_assets.mirror.delta.actions import AddFile, Metadata
+from dv_assets.mirror.delta.column_mapping import check_field_ids_readable
+from dv_assets.mirror.delta.paths import PathPolicy
 from dv_assets.mirror.delta.replay import VersionChange
+from dv_assets.mirror.dv.reader import DVTask, resolve_dv_location
+from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError, UnsupportedFeatureError
+from dv_assets.mirror.iceberg import metrics as iceberg_metrics
+from dv_assets.mirror.iceberg import schema as iceberg_schema
+from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
+from dv_assets.mirror.iceberg.delete_files import DeleteFileJob
+from dv_assets.mirror.iceberg.layout import MirrorLayout
+from dv_assets.mirror.iceberg.mirror_table import (
+    DELTA_OPERATION_SUMMARY,
+    DELTA_PARTITION_COLUMNS_PROPERTY,
+    DELTA_TABLE_ID_PROPERTY,
+    DELTA_TABLE_PROPERTY,
+    DELTA_TIMESTAMP_SUMMARY,
+    NAME_MAPPING_PROPERTY,
+    SAFETY_PROPERTIES,
+    CommitOutcome,
+    CommitRequest,
+    MirrorTable,
+    NewTable,
+)
+
+# An Iceberg schema as `iceberg/schema.py` builds and `iceberg/java.py` reads it back.
+Schema = dict[str, Any]
+
+# Columns Delta writers put in data files without the table schema having them, with the field ids
+# their name-mapping entries use: below Iceberg's reserved ids, far above any id a schema here reaches.
+PHYSICAL_ONLY_COLUMNS = {"_change_type": 2_147_482_000}
 
 
 @dataclass(frozen=True)
-class MirrorPlan:
-    delta_version: int
-    operation: str | None
-    add_data_files: list[AddFile]
-    remove_data_files: list[AddFile]
-    # Live files (after this version) whose DV must be converted and committed: files added with a DV
-    # and files whose DV changed to a new one.
-    write_dvs: list[AddFile]
-    # Data files (by location) whose current Iceberg delete file must go in this commit: a replaced or
-    # dropped DV, or a removed data file that had one.
-    drop_deletes_of: list[str]
-    schema_changed: bool
+class MirrorState:
+    """The mirror as the next Delta version finds it. A value: the sync starts from the table it loaded
+    (`of`) or from nothing (`new`), and advances it after each commit (`after`)."""
 
-    @property
-    def rows_deleted_by_dvs(self) -> int:
-        """Net change in DV-deleted rows among files that stay live (for metadata, not correctness)."""
-        return sum(f.deletion_vector.cardinality for f in self.write_dvs if f.deletion_vector is not None)
+    delta_root: str  # the Delta table mirrored
+    location: str  # the Iceberg table's folder (before it exists: where the catalog will put it)
+    format_version: int
+    exists: bool = False  # False until the first mirrored version creates the table
+    schema: Schema | None = None  # the table's current schema (None before it exists)
+    base_snapshot_id: int | None = None  # every commit goes on top of the snapshot it was planned on
+    deletes: Mapping[str, DeleteFile] = field(default_factory=dict)  # the delete file of each data file
+    delta_table_id: str | None = None  # the mirrored table's metaData.id (None: not recorded)
+    partition_columns: tuple[str, ...] | None = None  # as mirrored, in Delta's order (None: not recorded)
+    # Set with the next commit: the safety properties an older mirror lacks.
+    pending_properties: Mapping[str, str] = field(default_factory=dict)
+    stale_mapping: bool = False  # the name mapping lacks a physical-only column: the next commit rewrites it
+
+    @classmethod
+    def new(cls, delta_root: str, location: str, format_version: int) -> MirrorState:
+        """No table yet: the first version mirrored creates it at `location`."""
+        return cls(delta_root, location, format_version)
+
+    @classmethod
+    def of(cls, table: MirrorTable, delta_root: str, deletes: Mapping[str, DeleteFile]) -> MirrorState:
+        """An existing mirror, `deletes` being its current snapshot's delete files by data file."""
+        properties = table.properties
+        mirrored_columns = properties.get(DELTA_PARTITION_COLUMNS_PROPERTY)
+        return cls(
+            delta_root=delta_root,
+            location=table.location,
+            format_version=table.format_version,
+            exists=True,
+            schema=table.schema,
+            base_snapshot_id=table.current_snapshot_id,
+            deletes=dict(deletes),
+            delta_table_id=properties.get(DELTA_TABLE_ID_PROPERTY),
+            partition_columns=None if mirrored_columns is None else tuple(json.loads(mirrored_columns)),
+            pending_properties={k: v for k, v in SAFETY_PROPERTIES.items() if properties.get(k) != v},
+            # A mirror made before a physical-only column was mapped gets it with its next commit.
+            stale_mapping=any(
+                f'"{name}"' not in properties.get(NAME_MAPPING_PROPERTY, "") for name in PHYSICAL_ONLY_COLUMNS
+            ),
+        )
+
+    def after(self, metadata: Metadata, request: CommitRequest, outcome: CommitOutcome) -> MirrorState:
+        """The mirror once `request`, the commit of a version with `metadata`, has landed as `outcome`
+        (the first one on a table this run created from that metadata)."""
+        deletes = dict(self.deletes)
+        for replaced in request.remove_delete_files:
+            deletes.pop(replaced.referenced_data_file, None)
+        for delete_file in request.add_delete_files:
+            deletes[delete_file.referenced_data_file] = delete_file
+        if self.exists:
+            table_id, partition_columns = self.delta_table_id, self.partition_columns
+        else:
+            table_id, partition_columns = metadata.id, tuple(metadata.partition_columns)
+        return replace(
+            self,
+            exists=True,
+            schema=outcome.schema,
+            base_snapshot_id=outcome.snapshot_id,
+            deletes=deletes,
+            delta_table_id=table_id,
+            partition_columns=partition_columns,
+            pending_properties={},
+            stale_mapping=False,
+        )
 
 
-def plan_version(change: VersionChange) -> MirrorPlan:
-    drop = [f.location for f in change.removed if f.deletion_vector is not None]
-    drop += [before.location for before, _ in change.dv_changed if before.deletion_vector is not None]
-    write = [f for f in change.added if f.deletion_vector is not None]
-    write += [after for _, after in change.dv_changed if after.deletion_vector is not None]
-    return MirrorPlan(
+@dataclass(frozen=True)
+class VersionPlan:
+    """One Delta version translated: the table to create first (the first version only), the DV work,
+    and everything its commit needs (`commit_request`)."""
+
+    change: VersionChange
+    state: MirrorState  # the state it was planned on
+    schema: Schema  # the schema the version's files are described with: the table's, or the new table's
+    new_schema: Schema | None  # the table's next schema, when the version changes it
+    rows: Mapping[str, int]  # row counts by data file (see `files_to_count`)
+    new_table: NewTable | None
+    delete_job: DeleteFileJob
+
+    def commit_request(self, written: Sequence[DeleteFile]) -> CommitRequest:
+        """The version's commit, with `written`, the delete files the job wrote."""
+        change, state, schema, new_schema = self.change, self.state, self.schema, self.new_schema
+        metadata = change.metadata
+        name_mapping = None
+        if new_schema is not None or state.stale_mapping:
+            name_mapping = _name_mapping(new_schema or schema, metadata)
+        return CommitRequest(
+            delta_version=change.version,
+            summary={
+                DELTA_OPERATION_SUMMARY: change.operation or "",
+                DELTA_TIMESTAMP_SUMMARY: change.commit_info.timestamp_text,
+            },
+            base_snapshot_id=state.base_snapshot_id,
+            add_data_files=tuple(
+                _data_file(add, metadata, new_schema or schema, self.rows[add.location])
+                for add in change.added
+            ),
+            remove_data_files=tuple(_removed_data_file(add, metadata, schema) for add in change.removed),
+            add_delete_files=tuple(written),
+            # Every replaced delete goes explicitly, the DV of a removed data file too: Iceberg (v3) does not
+            # always drop it itself, and a dangling DV comes back to life when RESTORE re-adds the file.
+            remove_delete_files=tuple(state.deletes[location] for location in _replaced_deletes(change)),
+            schema_json=new_schema,
+            name_mapping=name_mapping,
+            properties=state.pending_properties,
+        )
+
+
+def files_to_count(change: VersionChange) -> list[AddFile]:
+    """The data files whose row count the plan needs: every file the version adds (its Iceberg entry) and
+    every file it gives a new DV (the bound its positions are checked against)."""
+    return [*change.added, *(after for _, after in change.dv_changed if after.deletion_vector is not None)]
+
+
+def plan_version(
+    change: VersionChange, state: MirrorState, rows: Mapping[str, int], paths: PathPolicy
+) -> VersionPlan:
+    """The version as Iceberg changes; refuses (MirrorInputError) what cannot be mirrored exactly."""
+    metadata = change.metadata
+    new_table = None
+    if not state.exists:
+        new_table = _new_table(metadata, state.delta_root, state.format_version)
+    elif change.metadata_changed:
+        _check_partitioning_unchanged(metadata, state.partition_columns)
+    if new_table is not None or change.metadata_changed:
+        check_field_ids_readable(metadata.schema, metadata.column_mapping_mode)
+    schema = new_table.schema_json if new_table is not None else state.schema
+    assert schema is not None
+    delete_job = _delete_job(change, state, schema, rows, paths)
+    missing = [location for location in _replaced_deletes(change) if location not in state.deletes]
+    if missing:
+        raise MirrorInputError(
+            "the mirror has no delete file for a Delta DV it should replace (was the Iceberg table changed "
+            "outside dv-mirror?)",
+            table=state.delta_root,
+            version=change.version,
+            file=missing[0],
+        )
+    new_schema = None
+    if change.metadata_changed:
+        evolved = iceberg_schema.evolve(schema, metadata.schema, metadata.column_mapping_mode)
+        if evolved["fields"] != schema["fields"]:
+            new_schema = evolved
+    return VersionPlan(change, state, schema, new_schema, rows, new_table, delete_job)
+
+
+def _new_dvs(change: VersionChange) -> list[AddFile]:
+    """Live data files (after the version) whose DV is new: files added with a DV, files whose DV changed."""
+    return [
+        *(add for add in change.added if add.deletion_vector is not None),
+        *(after for _, after in change.dv_changed if after.deletion_vector is not None),
+    ]
+
+
+def _replaced_deletes(change: VersionChange) -> list[str]:
+    """Data files whose current Iceberg delete file goes with this version: a replaced or dropped DV, or a
+    removed data file that had one."""
+    return [
+        *(removed.location for removed in change.removed if removed.deletion_vector is not None),
+        *(before.location for before, _ in change.dv_changed if before.deletion_vector is not None),
+    ]
+
+
+def _delete_job(
+    change: VersionChange, state: MirrorState, schema: Schema, rows: Mapping[str, int], paths: PathPolicy
+) -> DeleteFileJob:
+    """The version's new DVs, each checked against its data file's row count, to convert and write as
+    Puffin (v3) or position deletes (v2); a DV file outside the allowed roots is refused."""
+    new_dvs = _new_dvs(change)
+    tasks = tuple(
+        DVTask.of(
+            state.delta_root, add.deletion_vector, data_file=add.location, num_records=rows[add.location]
+        )
+        for add in new_dvs
+        if add.deletion_vector is not None
+    )
+    for task in tasks:
+        location = resolve_dv_location(task.table_root, task.storage_type, task.path_or_inline_dv)
+        if location is not None:
+            try:
+                paths.check(location, what="deletion vector file")
+            except MirrorInputError as err:
+                raise InvalidDeletionVectorError(err.reason, file=task.data_file) from None
+    return DeleteFileJob(
+        tasks=tasks,
+        partitions={add.location: _partition(add, change.metadata, schema) for add in new_dvs},
+        format_version=state.format_version,
+        layout=MirrorLayout(state.location),
         delta_version=change.version,
-        operation=change.operation,
-        add_data_files=list(change.added),
-        remove_data_files=list(change.removed),
-        write_dvs=write,
-        drop_deletes_of=drop,
-        schema_changed=change.metadata_changed,
+    )
+
+
+def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
+    mode = metadata.column_mapping_mode
+    schema = iceberg_schema.to_iceberg_schema(metadata.schema, mode)
+    return NewTable(
+        schema_json=schema,
+        partition_spec_json=iceberg_schema.partition_spec(schema, metadata.partition_columns),
+        properties={
+            "format-version": str(fmt),
+            DELTA_TABLE_PROPERTY: delta_root,
+            DELTA_TABLE_ID_PROPERTY: metadata.id,
+            DELTA_PARTITION_COLUMNS_PROPERTY: json.dumps(list(metadata.partition_columns)),
+            **SAFETY_PROPERTIES,
+            **iceberg_metrics.MIRROR_TABLE_PROPERTIES,
+            NAME_MAPPING_PROPERTY: json.dumps(_name_mapping(schema, metadata)),
+        },
+    )
+
+
+def _name_mapping(schema: Schema, metadata: Metadata) -> list[dict]:
+    """The table's name mapping, plus Delta's physical-only columns: data files may carry columns the
+    schema does not have (Databricks writes CDF's `_change_type` into UPDATE/MERGE files). Delta readers
+    and Iceberg Java skip them; pyiceberg needs each file column mapped to some id, and one the schema
+    never has is projected away."""
+    mapping = iceberg_schema.name_mapping(schema, metadata.schema, metadata.column_mapping_mode)
+    taken = {entry["field-id"] for entry in mapping} | {f["id"] for f in schema["fields"]}
+    names = {name for entry in mapping for name in entry["names"]}
+    for name, field_id in PHYSICAL_ONLY_COLUMNS.items():
+        if name not in names and field_id not in taken:
+            mapping.append({"field-id": field_id, "names": [name]})
+    return mapping
+
+
+def _check_partitioning_unchanged(metadata: Metadata, mirrored: tuple[str, ...] | None) -> None:
+    """Delta can only change partition columns by rewriting the table; the mirror refuses to follow."""
+    if mirrored is not None and list(mirrored) != list(metadata.partition_columns):
+        raise UnsupportedFeatureError(
+            f"the partition columns changed from {list(mirrored)} to "
+            f"{list(metadata.partition_columns)}; mirror the rewritten table into a new Iceberg table"
+        )
+
+
+def _partition(add: AddFile, metadata: Metadata, schema: Schema) -> tuple:
+    """The data file's partition tuple as Iceberg single-value JSON, in partition-spec order."""
+    physical = metadata.physical_names
+    return tuple(
+        iceberg_schema.partition_value(add.partition_values.get(physical[column]), schema, column)
+        for column in metadata.partition_columns
+    )
+
+
+def _data_file(add: AddFile, metadata: Metadata, schema: Schema, rows: int) -> DataFile:
+    return DataFile(
+        path=add.location,
+        partition=_partition(add, metadata, schema),
+        file_size_in_bytes=add.size,
+        record_count=rows,
+        metrics=iceberg_metrics.from_delta_stats(add.stats, schema, metadata),
+    )
+
+
+def _removed_data_file(add: AddFile, metadata: Metadata, schema: Schema) -> DataFile:
+    """A data file to remove: Iceberg matches it by path, so neither its rows nor its metrics are
+    needed (VACUUM may have deleted the file already)."""
+    return DataFile(
+        path=add.location,
+        partition=_partition(add, metadata, schema),
+        file_size_in_bytes=add.size,
+        record_count=add.num_records or 0,
     )

@@ -4,7 +4,8 @@ or expanded into a position-delete Parquet file (v2) in the mirror's own folder.
 The same function runs on the driver (small versions) or inside Spark tasks (`write_on_executors`): the
 DVs are grouped by the file they live in, so each DV file is read by one task, and every task writes its
 own delete files straight into the table's data folder and returns only their entries. Work travels as
-plain picklable values (`DeleteFileJob`); executors import the installed `dv_assets` package.
+plain picklable values (`DeleteFileJob` out, `TaskResult` back); executors import the installed `dv_assets`
+package. `run_delete_job` picks where a version's job runs.
 """
 
 from __future__ import annotations
@@ -12,9 +13,8 @@ from __future__ import annotations
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
-from typing import Any
 
 from pyspark.sql import SparkSession
 
@@ -26,7 +26,7 @@ from dv_assets.mirror.iceberg.position_deletes import write_position_delete_file
 from dv_assets.mirror.iceberg.puffin import build_puffin
 from dv_assets.mirror.io import FileIO
 
-# Errors a task reports back by name, so the driver raises the same refusal (table, version, file).
+# Errors a task reports back by name (`Refusal`), so the driver raises the same refusal, naming the same file.
 _INPUT_ERRORS: dict[str, type[MirrorInputError]] = {
     cls.__name__: cls for cls in (MirrorInputError, InvalidDeletionVectorError, UnsupportedFeatureError)
 }
@@ -87,6 +87,26 @@ def write_delete_files(job: DeleteFileJob, io: FileIO, written: list[DeleteFile]
     return written
 
 
+def run_delete_job(
+    spark: SparkSession,
+    job: DeleteFileJob,
+    io: FileIO,
+    executor_threshold: int | None,
+    written: list[DeleteFile],
+) -> str:
+    """Run the job on the driver, or as Spark tasks when it has at least `executor_threshold` DVs (None:
+    always on the driver); its delete files go into `written` (on the driver, each as soon as it exists).
+    Returns where the work ran, for the version's report: "none", "driver" or the `SparkRun`."""
+    if not job.tasks:
+        return "none"
+    if executor_threshold is not None and len(job.tasks) >= executor_threshold:
+        on_executors, run = write_on_executors(spark, job, io)
+        written += on_executors
+        return str(run)
+    write_delete_files(job, io, written)
+    return "driver"
+
+
 def by_dv_file(tasks: Iterable[DVTask], max_share: int | None = None) -> list[tuple[DVTask, ...]]:
     """Tasks grouped by the DV file they read (an inline DV is a group of its own), largest first.
 
@@ -106,6 +126,32 @@ def by_dv_file(tasks: Iterable[DVTask], max_share: int | None = None) -> list[tu
         group.sort(key=lambda t: FIRST_DV_OFFSET if t.offset is None else t.offset)
         shares += [tuple(group[i : i + max_share]) for i in range(0, len(group), max_share)]
     return sorted(shares, key=len, reverse=True)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """A MirrorInputError a Spark task met, by its class name: the driver raises the same refusal."""
+
+    kind: str
+    reason: str
+    file: str | None
+
+    @classmethod
+    def of(cls, err: MirrorInputError) -> Refusal:
+        return cls(type(err).__name__, err.reason, err.file)
+
+    def error(self) -> MirrorInputError:
+        return _INPUT_ERRORS.get(self.kind, MirrorInputError)(self.reason, file=self.file)
+
+
+@dataclass(frozen=True)
+class TaskResult:
+    """What one Spark task sends back: the delete files it wrote, or the refusal that stopped it (having
+    removed its own files), and the executor it ran on."""
+
+    written: tuple[DeleteFile, ...]
+    refused: Refusal | None
+    executor: str
 
 
 @dataclass(frozen=True)
@@ -133,14 +179,14 @@ def write_on_executors(
         replace(job, tasks=group, partitions={t.data_file: job.partitions[t.data_file] for t in group})
         for group in groups
     ]
-    results = spark.sparkContext.parallelize(shares, slices).mapPartitions(_task(io)).collect()
-    written = [DeleteFile.from_json(entry) for result in results for entry in result["written"]]
-    refused = next((r["refused"] for r in results if r.get("refused")), None)
+    rdd = spark.sparkContext.parallelize(shares, slices).mapPartitions(_task(io))
+    results: list[TaskResult] = rdd.collect()
+    written = [delete_file for result in results for delete_file in result.written]
+    refused = next((r.refused for r in results if r.refused is not None), None)
     if refused is not None:
         io.delete_quietly(f.path for f in written if job.layout.is_owned(f.path))
-        error = _INPUT_ERRORS.get(refused["kind"], MirrorInputError)
-        raise error(refused["reason"], file=refused["file"])
-    return written, SparkRun(slices, frozenset(r["executor"] for r in results))
+        raise refused.error()
+    return written, SparkRun(slices, frozenset(r.executor for r in results))
 
 
 def _executor_id() -> str:
@@ -151,8 +197,8 @@ def _executor_id() -> str:
     return found.group(1) if found else "driver"
 
 
-def _task(io: FileIO):  # -> Callable[[Iterator[DeleteFileJob]], Iterator[dict]]
-    def run(shares: Iterator[DeleteFileJob]) -> Iterator[dict[str, Any]]:
+def _task(io: FileIO) -> Callable[[Iterator[DeleteFileJob]], Iterator[TaskResult]]:
+    def run(shares: Iterator[DeleteFileJob]) -> Iterator[TaskResult]:
         written: list[DeleteFile] = []
         mine = list(shares)
         if not mine:
@@ -167,9 +213,8 @@ def _task(io: FileIO):  # -> Callable[[Iterator[DeleteFileJob]], Iterator[dict]]
             write_delete_files(merged, io, written)
         except MirrorInputError as err:
             io.delete_quietly(f.path for f in written)
-            refused = {"kind": type(err).__name__, "reason": err.reason, "file": err.file}
-            yield {"written": [], "refused": refused, "executor": _executor_id()}
+            yield TaskResult(written=(), refused=Refusal.of(err), executor=_executor_id())
             return
-        yield {"written": [f.to_json() for f in written], "refused": None, "executor": _executor_id()}
+        yield TaskResult(written=tuple(written), refused=None, executor=_executor_id())
 
     return run

@@ -1,0 +1,97 @@
+"""The translation (`plan.py`) on its own: a Delta version and the mirror's state in, the Iceberg requests
+out, and the state the next version is planned on. No Spark, no Iceberg; the only storage is a small log."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError
+from dv_assets.mirror.iceberg.mirror_table import (
+    DELTA_TABLE_ID_PROPERTY,
+    DELTA_TIMESTAMP_SUMMARY,
+    GC_ENABLED_PROPERTY,
+    CommitOutcome,
+    MirrorTable,
+)
+from dv_assets.mirror.plan import MirrorState
+from tests.helpers.plans import HEADER, add_action, log_changes, plan_of, puffin_entry, remove_of
+
+
+def test_the_first_version_plans_the_table_its_dvs_and_a_whole_commit(tmp_path: Path) -> None:
+    root = tmp_path / "delta"
+    (v0,) = log_changes(
+        root, [*HEADER, add_action("a.parquet", 10), add_action("b.parquet", 5, f"{root}/dv.bin")]
+    )
+    state = MirrorState.new(str(root), "/warehouse/t", 3)
+    plan = plan_of(v0, state, root)
+
+    assert plan.new_table is not None and plan.new_table.properties[DELTA_TABLE_ID_PROPERTY] == "delta-id"
+    (task,) = plan.delete_job.tasks
+    assert (task.data_file, task.num_records) == (f"{root}/b.parquet", 5)
+    assert plan.delete_job.layout.table_location == "/warehouse/t" and plan.delete_job.delta_version == 0
+
+    written = puffin_entry(f"{root}/b.parquet", 0)
+    request = plan.commit_request([written])
+    assert request.base_snapshot_id is None and request.summary[DELTA_TIMESTAMP_SUMMARY] == "1000"
+    assert [(f.path, f.record_count) for f in request.add_data_files] == [
+        (f"{root}/a.parquet", 10),
+        (f"{root}/b.parquet", 5),
+    ]
+    assert request.add_delete_files == (written,) and request.remove_delete_files == ()
+    assert request.schema_json is None and request.name_mapping is None and request.properties == {}
+
+    after = state.after(v0.metadata, request, CommitOutcome(7, plan.new_table.schema_json))
+    assert (after.exists, after.base_snapshot_id, after.delta_table_id) == (True, 7, "delta-id")
+    assert after.partition_columns == () and after.deletes == {f"{root}/b.parquet": written}
+    assert state.deletes == {} and not state.exists  # a value: the state planned on is unchanged
+
+
+def test_a_dv_update_replaces_its_delete_file_or_is_refused_before_any_is_written(tmp_path: Path) -> None:
+    root = tmp_path / "delta"
+    v0, v1 = log_changes(
+        root,
+        [*HEADER, add_action("b.parquet", 5, f"{root}/dv.bin")],
+        [
+            remove_of(add_action("b.parquet", 5, f"{root}/dv.bin")),
+            add_action("b.parquet", 5, f"{root}/dv.bin", offset=40),
+        ],
+    )
+    first = plan_of(v0, MirrorState.new(str(root), "/warehouse/t", 3), root)
+    old = puffin_entry(f"{root}/b.parquet", 0)
+    state = first.state.after(v0.metadata, first.commit_request([old]), CommitOutcome(7, first.schema))
+
+    plan = plan_of(v1, state, root)
+    assert plan.new_table is None and len(plan.delete_job.tasks) == 1
+    new = puffin_entry(f"{root}/b.parquet", 1)
+    request = plan.commit_request([new])
+    assert request.base_snapshot_id == 7 and request.remove_delete_files == (old,)
+    after = state.after(v1.metadata, request, CommitOutcome(8, first.schema))
+    assert after.deletes == {f"{root}/b.parquet": new}
+
+    with pytest.raises(MirrorInputError) as refused:
+        plan_of(v1, MirrorState(str(root), "/warehouse/t", 3, exists=True, schema=first.schema), root)
+    assert (refused.value.version, refused.value.file) == (1, f"{root}/b.parquet")
+
+
+def test_a_dv_outside_the_allowed_roots_is_refused_naming_its_data_file(tmp_path: Path) -> None:
+    root = tmp_path / "delta"
+    (v0,) = log_changes(root, [*HEADER, add_action("b.parquet", 5, f"{tmp_path}/elsewhere/dv.bin")])
+    with pytest.raises(InvalidDeletionVectorError) as refused:
+        plan_of(v0, MirrorState.new(str(root), "/warehouse/t", 3), root)
+    assert refused.value.file == f"{root}/b.parquet"
+
+
+def test_an_older_mirror_gets_its_missing_properties_and_mapping_with_the_next_commit(tmp_path: Path) -> None:
+    root = tmp_path / "delta"
+    v0, v1 = log_changes(root, [*HEADER, add_action("a.parquet", 10)], [add_action("c.parquet", 3)])
+    schema = plan_of(v0, MirrorState.new(str(root), "/warehouse/t", 3), root).schema
+    table = MirrorTable("ns.t", "/warehouse/t", 3, {}, schema, 7, ())
+    state = MirrorState.of(table, str(root), {})
+    assert state.stale_mapping and state.pending_properties[GC_ENABLED_PROPERTY] == "false"
+
+    request = plan_of(v1, state, root).commit_request([])
+    assert request.properties == state.pending_properties and request.name_mapping is not None
+    after = state.after(v1.metadata, request, CommitOutcome(8, schema))
+    assert (after.pending_properties, after.stale_mapping, after.delta_table_id) == ({}, False, None)
