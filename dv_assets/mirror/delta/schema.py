@@ -9,18 +9,26 @@ in `StructField.metadata`; `column_mapping.py` reads the column-mapping keys.
 The values are immutable, all the way down: a schema is shared by every file of a version and serves as
 a cache key (`iceberg/metrics.py`), so it can never change under a reader.
 
-Every walk over a schema is a `SchemaVisitor` run by `visit`: `visit` knows what a struct, an array and a
-map contain, a visitor what to make of each.
+Every walk over a schema is a `SchemaVisitor` run by `visit` (`schema_visitor.py`, shared with the Iceberg
+side; an array is a list there): `visit` knows what each kind of type contains, a visitor what to make of
+each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
+from dv_assets.mirror.schema_visitor import (
+    ListNode,
+    MapNode,
+    PrimitiveNode,
+    SchemaVisitor,
+    StructNode,
+    visit,
+)
 
 
 class FrozenJson(Mapping[str, Any]):
@@ -67,31 +75,20 @@ def thawed_json(value: Any) -> Any:
     return value
 
 
-class _DeltaType:
-    """What every Delta type has: its JSON (as `schemaString` writes it) and its text."""
-
-    __slots__ = ()
-
-    def to_json(self) -> Any:
-        return visit(self, _TO_JSON, None)
-
-    def __str__(self) -> str:
-        return visit(self, _TYPE_TEXT, None)
-
-
 @dataclass(frozen=True, slots=True)
-class PrimitiveType(_DeltaType):
+class PrimitiveType(PrimitiveNode):
     name: str  # as the log writes it: `long`, `decimal(10,2)`, `timestamp_ntz`, ...
 
 
 @dataclass(frozen=True, slots=True)
-class ArrayType(_DeltaType):
+class ArrayType(ListNode):
+    TYPE_NAME = "array"
     element_type: DataType
     contains_null: bool = True
 
 
 @dataclass(frozen=True, slots=True)
-class MapType(_DeltaType):
+class MapType(MapNode):
     key_type: DataType
     value_type: DataType
     value_contains_null: bool = True
@@ -115,14 +112,10 @@ class StructField:
 
 
 @dataclass(frozen=True, slots=True)
-class StructType(_DeltaType):
+class StructType(StructNode):
     """A struct type, and a table's schema (the top-level struct)."""
 
     fields: tuple[StructField, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.fields, tuple):
-            object.__setattr__(self, "fields", tuple(self.fields))
 
     @classmethod
     def from_json(cls, raw: Any) -> StructType:
@@ -132,6 +125,10 @@ class StructType(_DeltaType):
         parsed = type_from_json(raw)
         assert isinstance(parsed, StructType)
         return parsed
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON of the schema, as Delta writes it in `schemaString` (every key, in Delta's order)."""
+        return visit(self, _TO_JSON, None)
 
 
 DataType = PrimitiveType | ArrayType | MapType | StructType
@@ -178,44 +175,7 @@ def _field_from_json(raw: Any) -> StructField:
     )
 
 
-# --- the walk ----------------------------------------------------------------------------------------
-
-C = TypeVar("C")  # what a node is visited with (its path, its Iceberg partner, ...)
-R = TypeVar("R")  # what visiting a node gives
-
-
-class SchemaVisitor(Generic[C, R]):
-    """What one walk makes of each kind of Delta type. `visit` hands every method its node's children
-    as functions `child(context) -> result` (a struct's in field order): the method decides the order
-    they are visited in, the context each sees (paths, ids, the other schema's counterpart) and whether
-    one is visited at all."""
-
-    def struct(self, struct: StructType, ctx: C, fields: Sequence[Callable[[C], R]]) -> R:
-        raise NotImplementedError
-
-    def array(self, array: ArrayType, ctx: C, element: Callable[[C], R]) -> R:
-        raise NotImplementedError
-
-    def map(self, map_type: MapType, ctx: C, key: Callable[[C], R], value: Callable[[C], R]) -> R:
-        raise NotImplementedError
-
-    def primitive(self, primitive: PrimitiveType, ctx: C) -> R:
-        raise NotImplementedError
-
-
-def visit(data_type: DataType, visitor: SchemaVisitor[C, R], ctx: C) -> R:
-    """`visitor`'s result for `data_type` visited in context `ctx`."""
-    if isinstance(data_type, StructType):
-        return visitor.struct(data_type, ctx, [partial(visit, f.type, visitor) for f in data_type.fields])
-    if isinstance(data_type, ArrayType):
-        return visitor.array(data_type, ctx, partial(visit, data_type.element_type, visitor))
-    if isinstance(data_type, MapType):
-        key, value = (
-            partial(visit, data_type.key_type, visitor),
-            partial(visit, data_type.value_type, visitor),
-        )
-        return visitor.map(data_type, ctx, key, value)
-    return visitor.primitive(data_type, ctx)
+# --- walks ----------------------------------------------------------------------------------------
 
 
 class _ToJson(SchemaVisitor[None, Any]):
@@ -230,40 +190,20 @@ class _ToJson(SchemaVisitor[None, Any]):
             ],
         }
 
-    def array(self, array: ArrayType, ctx: None, element: Callable[[None], Any]) -> Any:
+    def list(self, array: ArrayType, ctx: None, element: Callable[[None], Any]) -> Any:
         return {"type": "array", "elementType": element(None), "containsNull": array.contains_null}
 
     def map(
         self, map_type: MapType, ctx: None, key: Callable[[None], Any], value: Callable[[None], Any]
     ) -> Any:
-        contains_null = map_type.value_contains_null
         return {
             "type": "map",
             "keyType": key(None),
             "valueType": value(None),
-            "valueContainsNull": contains_null,
+            "valueContainsNull": map_type.value_contains_null,
         }
 
     def primitive(self, primitive: PrimitiveType, ctx: None) -> Any:
-        return primitive.name
-
-
-class _TypeText(SchemaVisitor[None, str]):
-    """A type as one string: `array<string>`, `map<string, long>`, `struct<a: integer>`."""
-
-    def struct(self, struct: StructType, ctx: None, fields: Sequence[Callable[[None], str]]) -> str:
-        columns = ", ".join(f"{f.name}: {t(None)}" for f, t in zip(struct.fields, fields, strict=True))
-        return f"struct<{columns}>"
-
-    def array(self, array: ArrayType, ctx: None, element: Callable[[None], str]) -> str:
-        return f"array<{element(None)}>"
-
-    def map(
-        self, map_type: MapType, ctx: None, key: Callable[[None], str], value: Callable[[None], str]
-    ) -> str:
-        return f"map<{key(None)}, {value(None)}>"
-
-    def primitive(self, primitive: PrimitiveType, ctx: None) -> str:
         return primitive.name
 
 
@@ -273,7 +213,7 @@ class _AllFields(SchemaVisitor[None, list[StructField]]):
     ) -> list[StructField]:
         return [x for f, t in zip(struct.fields, fields, strict=True) for x in (f, *t(None))]
 
-    def array(
+    def list(
         self, array: ArrayType, ctx: None, element: Callable[[None], list[StructField]]
     ) -> list[StructField]:
         return element(None)
@@ -285,7 +225,7 @@ class _AllFields(SchemaVisitor[None, list[StructField]]):
         return []
 
 
-_TO_JSON, _TYPE_TEXT = _ToJson(), _TypeText()
+_TO_JSON = _ToJson()
 
 
 def all_fields(data_type: DataType) -> list[StructField]:

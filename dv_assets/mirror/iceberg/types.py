@@ -15,50 +15,38 @@ their single-value JSON.
 pyiceberg's `Schema` is not used: its JSON puts `schema-id` after the fields and always writes
 `identifier-field-ids`. `pyiceberg_reader.py` reads its JSON into these values.
 
-Every walk over a schema is a `SchemaVisitor` run by `visit`: `visit` knows what a struct, a list and a
-map contain, a visitor what to make of each.
+Every walk over a schema is a `SchemaVisitor` run by `visit` (`schema_visitor.py`, shared with the Delta
+side): `visit` knows what each kind of type contains, a visitor what to make of each.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
-from typing import Any, Generic, TypeVar
+from typing import Any
 
 from dv_assets.mirror.errors import MirrorInputError
-
-
-class _IcebergType:
-    """What every Iceberg type has: its JSON and its text."""
-
-    __slots__ = ()
-
-    def to_json(self) -> Any:
-        return visit(self, _TO_JSON, None)
-
-    def __str__(self) -> str:
-        return visit(self, _TYPE_TEXT, None)
+from dv_assets.mirror.schema_visitor import ListNode, MapNode, PrimitiveNode, SchemaVisitor, StructNode, visit
 
 
 @dataclass(frozen=True, slots=True)
-class PrimitiveType(_IcebergType):
+class PrimitiveType(PrimitiveNode):
     name: str  # as Iceberg's JSON names it: `int`, `decimal(10, 2)`, `fixed[16]`, `timestamptz`, ...
 
 
 @dataclass(frozen=True, slots=True)
-class ListType(_IcebergType):
+class ListType(ListNode):
     element_id: int
-    element: IcebergType
+    element_type: IcebergType
     element_required: bool
 
 
 @dataclass(frozen=True, slots=True)
-class MapType(_IcebergType):
+class MapType(MapNode):
     key_id: int
-    key: IcebergType
+    key_type: IcebergType
     value_id: int
-    value: IcebergType
+    value_type: IcebergType
     value_required: bool
 
 
@@ -74,12 +62,8 @@ class NestedField:
 
 
 @dataclass(frozen=True, slots=True)
-class StructType(_IcebergType):
+class StructType(StructNode):
     fields: tuple[NestedField, ...] = ()
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.fields, tuple):
-            object.__setattr__(self, "fields", tuple(self.fields))
 
 
 IcebergType = PrimitiveType | ListType | MapType | StructType
@@ -107,7 +91,7 @@ class Schema:
             out["schema-id"] = self.schema_id
         if self.identifier_field_ids:
             out["identifier-field-ids"] = list(self.identifier_field_ids)
-        out["fields"] = self.as_struct().to_json()["fields"]
+        out["fields"] = visit(self.as_struct(), _TO_JSON, None)["fields"]
         return out
 
     @classmethod
@@ -190,44 +174,7 @@ def _check_keys(raw: Any, known: frozenset[str], what: str) -> None:
         raise MirrorInputError(f"Iceberg {what} JSON with unknown keys {sorted(unknown)}: {raw!r}"[:500])
 
 
-# --- the walk ----------------------------------------------------------------------------------------
-
-C = TypeVar("C")  # what a node is visited with (its key, ...)
-R = TypeVar("R")  # what visiting a node gives
-
-
-class SchemaVisitor(Generic[C, R]):
-    """What one walk makes of each kind of Iceberg type. `visit` hands every method its node's children
-    as functions `child(context) -> result` (a struct's in field order): the method decides the order
-    they are visited in, the context each sees and whether one is visited at all."""
-
-    def struct(self, struct: StructType, ctx: C, fields: Sequence[Callable[[C], R]]) -> R:
-        raise NotImplementedError
-
-    def list(self, list_type: ListType, ctx: C, element: Callable[[C], R]) -> R:
-        raise NotImplementedError
-
-    def map(self, map_type: MapType, ctx: C, key: Callable[[C], R], value: Callable[[C], R]) -> R:
-        raise NotImplementedError
-
-    def primitive(self, primitive: PrimitiveType, ctx: C) -> R:
-        raise NotImplementedError
-
-
-def visit(iceberg_type: IcebergType | Schema, visitor: SchemaVisitor[C, R], ctx: C) -> R:
-    """`visitor`'s result for `iceberg_type` (a schema: its struct) visited in context `ctx`."""
-    if isinstance(iceberg_type, Schema):
-        iceberg_type = iceberg_type.as_struct()
-    if isinstance(iceberg_type, StructType):
-        return visitor.struct(
-            iceberg_type, ctx, [partial(visit, f.type, visitor) for f in iceberg_type.fields]
-        )
-    if isinstance(iceberg_type, ListType):
-        return visitor.list(iceberg_type, ctx, partial(visit, iceberg_type.element, visitor))
-    if isinstance(iceberg_type, MapType):
-        key, value = partial(visit, iceberg_type.key, visitor), partial(visit, iceberg_type.value, visitor)
-        return visitor.map(iceberg_type, ctx, key, value)
-    return visitor.primitive(iceberg_type, ctx)
+# --- walks ----------------------------------------------------------------------------------------
 
 
 class _ToJson(SchemaVisitor[None, Any]):
@@ -274,24 +221,4 @@ def _field_json(field: NestedField, type_json: Any) -> dict[str, Any]:
     return out
 
 
-class _TypeText(SchemaVisitor[None, str]):
-    """A type as one string: primitives as Iceberg names them, `list<string>`, `map<string, long>`,
-    `struct<a: int>`."""
-
-    def struct(self, struct: StructType, ctx: None, fields: Sequence[Callable[[None], str]]) -> str:
-        columns = ", ".join(f"{f.name}: {t(None)}" for f, t in zip(struct.fields, fields, strict=True))
-        return f"struct<{columns}>"
-
-    def list(self, list_type: ListType, ctx: None, element: Callable[[None], str]) -> str:
-        return f"list<{element(None)}>"
-
-    def map(
-        self, map_type: MapType, ctx: None, key: Callable[[None], str], value: Callable[[None], str]
-    ) -> str:
-        return f"map<{key(None)}, {value(None)}>"
-
-    def primitive(self, primitive: PrimitiveType, ctx: None) -> str:
-        return primitive.name
-
-
-_TO_JSON, _TYPE_TEXT = _ToJson(), _TypeText()
+_TO_JSON = _ToJson()
