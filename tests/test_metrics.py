@@ -24,6 +24,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
+from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.iceberg.metrics import (
     MIRROR_TABLE_PROPERTIES,
     from_delta_stats,
@@ -64,28 +65,30 @@ def field(name: str, type_: Any, **metadata: Any) -> dict[str, Any]:
     return {"name": name, "type": type_, "nullable": True, "metadata": metadata}
 
 
-DELTA_SCHEMA = {
-    "type": "struct",
-    "fields": [
-        field("i", "integer"),
-        field("l", "long"),
-        field("f", "float"),
-        field("d", "double"),
-        field("dec", "decimal(10,2)"),
-        field("b", "boolean"),
-        field("day", "date"),
-        field("ts", "timestamp"),
-        field("ntz", "timestamp_ntz"),
-        field("s", "string"),
-        field("bin", "binary"),
-        field("st", {"type": "struct", "fields": [field("x", "long")]}),
-        field("arr", {"type": "array", "elementType": "long", "containsNull": True}),
-        field("part", "integer"),
-    ],
-}
+DELTA_SCHEMA = StructType.from_json(
+    {
+        "type": "struct",
+        "fields": [
+            field("i", "integer"),
+            field("l", "long"),
+            field("f", "float"),
+            field("d", "double"),
+            field("dec", "decimal(10,2)"),
+            field("b", "boolean"),
+            field("day", "date"),
+            field("ts", "timestamp"),
+            field("ntz", "timestamp_ntz"),
+            field("s", "string"),
+            field("bin", "binary"),
+            field("st", {"type": "struct", "fields": [field("x", "long")]}),
+            field("arr", {"type": "array", "elementType": "long", "containsNull": True}),
+            field("part", "integer"),
+        ],
+    }
+)
 ICEBERG_SCHEMA = to_iceberg_schema(DELTA_SCHEMA)
-ID = {f["name"]: f["id"] for f in ICEBERG_SCHEMA["fields"]}
-ID["st.x"] = ICEBERG_SCHEMA["fields"][11]["type"]["fields"][0]["id"]
+ID = {f["name"]: f["id"] for f in ICEBERG_SCHEMA.to_json()["fields"]}
+ID["st.x"] = ICEBERG_SCHEMA.to_json()["fields"][11]["type"]["fields"][0]["id"]
 
 MIN = {
     "i": -5,
@@ -153,7 +156,7 @@ def test_bounds_for_every_supported_type() -> None:
 
 
 def test_wide_decimal_bounds() -> None:
-    schema = {"type": "struct", "fields": [field("dec", "decimal(38,0)")]}
+    schema = StructType.from_json({"type": "struct", "fields": [field("dec", "decimal(38,0)")]})
     iceberg = to_iceberg_schema(schema)
     big = "9" * 38
     text = f'{{"numRecords":1,"minValues":{{"dec":-{big}}},"maxValues":{{"dec":{big}}}}}'
@@ -163,7 +166,7 @@ def test_wide_decimal_bounds() -> None:
 
 
 def test_decimal_digits_survive_the_stats_text() -> None:
-    schema = {"type": "struct", "fields": [field("dec", "decimal(20,2)")]}
+    schema = StructType.from_json({"type": "struct", "fields": [field("dec", "decimal(20,2)")]})
     iceberg = to_iceberg_schema(schema)
     text = (
         '{"numRecords":1,"minValues":{"dec":123456789012345678.91},"maxValues":{"dec":123456789012345678.91}}'
@@ -203,7 +206,9 @@ def test_unsafe_or_odd_values_are_skipped() -> None:
 
 
 def test_collated_strings_are_skipped() -> None:
-    schema = {"type": "struct", "fields": [field("s", "string", __COLLATIONS={"s": "ICU.en_US"})]}
+    schema = StructType.from_json(
+        {"type": "struct", "fields": [field("s", "string", __COLLATIONS={"s": "ICU.en_US"})]}
+    )
     stats = '{"numRecords":1,"minValues":{"s":"a"},"maxValues":{"s":"b"},"nullCount":{"s":0}}'
     result = metrics_from_delta_stats(stats, delta_schema=schema, iceberg_schema=to_iceberg_schema(schema))
     assert result.lower_bounds == {} and result.upper_bounds == {} and result.null_value_counts == {1: 0}
@@ -211,7 +216,7 @@ def test_collated_strings_are_skipped() -> None:
 
 def test_column_mapping_reads_physical_names() -> None:
     meta = {"delta.columnMapping.id": 5, "delta.columnMapping.physicalName": "col-abc"}
-    schema = {"type": "struct", "fields": [field("a", "long", **meta)]}
+    schema = StructType.from_json({"type": "struct", "fields": [field("a", "long", **meta)]})
     iceberg = to_iceberg_schema(schema, "name")
     stats = '{"numRecords":2,"minValues":{"col-abc":1},"maxValues":{"col-abc":2},"nullCount":{"col-abc":0}}'
     result = metrics_from_delta_stats(
@@ -222,7 +227,7 @@ def test_column_mapping_reads_physical_names() -> None:
 
 @dataclasses.dataclass
 class FakeMetadata:
-    schema: dict[str, Any]
+    schema: StructType
     column_mapping_mode: str = "none"
     partition_columns: list[str] = dataclasses.field(default_factory=list)
     configuration: dict[str, str] = dataclasses.field(default_factory=dict)
@@ -235,7 +240,7 @@ def test_fixture_stats_convert() -> None:
     ]
     meta = next(x["metaData"] for x in lines if "metaData" in x)
     add = next(x["add"] for x in lines if "add" in x)
-    schema = json.loads(meta["schemaString"])
+    schema = StructType.from_json(json.loads(meta["schemaString"]))
     result = from_delta_stats(add["stats"], to_iceberg_schema(schema), FakeMetadata(schema))
     assert result.record_count == 10
     assert result.lower_bounds == {1: struct.pack("<i", 0)} and result.upper_bounds == {

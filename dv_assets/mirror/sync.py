@@ -49,6 +49,7 @@ from dv_assets.mirror.iceberg.mirror_table import (
     NewTable,
     Snapshot,
 )
+from dv_assets.mirror.iceberg.types import Schema
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.plan import MirrorPlan, plan_version
 from dv_assets.mirror.settings import DEFAULT_EXECUTOR_DVS
@@ -139,7 +140,7 @@ def sync_table(
         last_mirrored = None
         start = delta.oldest_version()
         fmt = format_version or DEFAULT_FORMAT_VERSION
-        current_schema: dict | None = None
+        current_schema: Schema | None = None
         _check_apart(iceberg.default_location(table_name), delta_root, table_name)
     else:
         _check_mirrors(table, delta_root)
@@ -187,7 +188,7 @@ def sync_table(
             new_table = None
             if table is None:
                 new_table = _new_table(change.metadata, delta_root, fmt)
-                current_schema = new_table.schema_json
+                current_schema = new_table.schema
             elif change.metadata_changed:
                 _check_partitioning_unchanged(change.metadata, table)
             if new_table is not None or change.metadata_changed:
@@ -340,7 +341,7 @@ def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
     mode = metadata.column_mapping_mode
     schema = iceberg_schema.to_iceberg_schema(metadata.schema, mode)
     return NewTable(
-        schema_json=schema,
+        schema=schema,
         partition_spec_json=iceberg_schema.partition_spec(schema, metadata.partition_columns),
         properties={
             "format-version": str(fmt),
@@ -354,13 +355,13 @@ def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
     )
 
 
-def _name_mapping(schema: dict, metadata: Metadata) -> list[dict]:
+def _name_mapping(schema: Schema, metadata: Metadata) -> list[dict]:
     """The table's name mapping, plus Delta's physical-only columns: data files may carry columns the
     schema does not have (Databricks writes CDF's `_change_type` into UPDATE/MERGE files). Delta readers
     and Iceberg Java skip them; pyiceberg needs each file column mapped to some id, and one the schema
     never has is projected away."""
     mapping = iceberg_schema.name_mapping(schema, metadata.schema, metadata.column_mapping_mode)
-    taken = {entry["field-id"] for entry in mapping} | {f["id"] for f in schema["fields"]}
+    taken = {entry["field-id"] for entry in mapping} | {f.id for f in schema.fields}
     names = {name for entry in mapping for name in entry["names"]}
     for name, field_id in PHYSICAL_ONLY_COLUMNS.items():
         if name not in names and field_id not in taken:
@@ -378,7 +379,7 @@ def _check_partitioning_unchanged(metadata: Metadata, table: MirrorTable) -> Non
         )
 
 
-def _partition(add: AddFile, metadata: Metadata, schema: dict) -> tuple:
+def _partition(add: AddFile, metadata: Metadata, schema: Schema) -> tuple:
     """The data file's partition tuple as Iceberg single-value JSON, in partition-spec order."""
     physical = metadata.physical_names
     return tuple(
@@ -394,7 +395,7 @@ def _write_deletes(
     change: VersionChange,
     fmt: int,
     layout: MirrorLayout,
-    schema: dict,
+    schema: Schema,
     io: FileIO,
     paths: PathPolicy,
     executor_threshold: int | None,
@@ -447,7 +448,7 @@ def _rows(add: AddFile, fmt: int, io: FileIO) -> int:
     return rows
 
 
-def _data_file(add: AddFile, metadata: Metadata, schema: dict, io: FileIO) -> DataFile:
+def _data_file(add: AddFile, metadata: Metadata, schema: Schema, io: FileIO) -> DataFile:
     return DataFile(
         path=add.location,
         partition=_partition(add, metadata, schema),
@@ -457,7 +458,7 @@ def _data_file(add: AddFile, metadata: Metadata, schema: dict, io: FileIO) -> Da
     )
 
 
-def _removed_data_file(add: AddFile, metadata: Metadata, schema: dict) -> DataFile:
+def _removed_data_file(add: AddFile, metadata: Metadata, schema: Schema) -> DataFile:
     """A data file to remove: Iceberg matches it by path, so neither its rows nor its metrics are
     needed (VACUUM may have deleted the file already)."""
     return DataFile(
@@ -473,7 +474,7 @@ def _commit_request(
     plan: MirrorPlan,
     deletes: dict[str, DeleteFile],
     added_deletes: list[DeleteFile],
-    schema: dict,
+    schema: Schema,
     delta_root: str,
     io: FileIO,
 ) -> CommitRequest:
@@ -481,7 +482,7 @@ def _commit_request(
     new_schema = None
     if plan.schema_changed:
         evolved = iceberg_schema.evolve(schema, metadata.schema, metadata.column_mapping_mode)
-        if evolved["fields"] != schema["fields"]:
+        if evolved.fields != schema.fields:
             new_schema = evolved
     missing = [loc for loc in plan.drop_deletes_of if loc not in deletes]
     if missing:
@@ -504,6 +505,6 @@ def _commit_request(
         # Every replaced delete goes explicitly, the DV of a removed data file too: Iceberg (v3) does not
         # always drop it itself, and a dangling DV comes back to life when RESTORE re-adds the file.
         remove_delete_files=tuple(deletes[loc] for loc in plan.drop_deletes_of),
-        schema_json=new_schema,
+        schema=new_schema,
         name_mapping=None if new_schema is None else _name_mapping(new_schema, metadata),
     )

@@ -15,6 +15,7 @@ from typing import Any
 
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
+from dv_assets.mirror.iceberg.types import Schema
 
 # -- table properties the mirror writes -------------------------------------------------------------------
 DELTA_TABLE_PROPERTY = "dvmirror.delta-table"  # the Delta table's root: which table this one mirrors
@@ -94,7 +95,7 @@ class MirrorTable:
     location: str
     format_version: int
     properties: Mapping[str, str]
-    schema: dict[str, Any]  # Iceberg schema JSON (SchemaParser)
+    schema: Schema
     current_snapshot_id: int | None
     snapshots: tuple[Snapshot, ...]  # in the table's order (oldest first)
 
@@ -145,7 +146,7 @@ class MirrorTable:
 class NewTable:
     """What creating the mirror table needs; field ids are kept exactly as given."""
 
-    schema_json: dict[str, Any]
+    schema: Schema
     partition_spec_json: dict[str, Any]
     properties: Mapping[str, str]
 
@@ -164,7 +165,7 @@ class CommitRequest:
     remove_delete_files: tuple[DeleteFile, ...] = ()
     # Set when the Delta schema changed: the table's new schema, field ids exactly as given, and the
     # name mapping that goes with it.
-    schema_json: dict[str, Any] | None = None
+    schema: Schema | None = None
     name_mapping: list[dict[str, Any]] | None = None
     # Table properties set in the same transaction (e.g. safety properties missing on older mirrors).
     properties: Mapping[str, str] = field(default_factory=dict)
@@ -173,7 +174,7 @@ class CommitRequest:
 @dataclass(frozen=True)
 class CommitOutcome:
     snapshot_id: int
-    schema: dict[str, Any]  # the table's schema after the commit
+    schema: Schema  # the table's schema after the commit
 
 
 @dataclass(frozen=True)
