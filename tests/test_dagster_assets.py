@@ -10,8 +10,10 @@ import pytest
 
 from dv_assets.defs.sensors import mirror_range_request
 from dv_assets.defs.table_metadata import delta_column_schema, iceberg_column_schema
+from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.mirror_table import CommitRequest
+from dv_assets.mirror.iceberg.types import Schema
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import (
     build_source,
@@ -87,7 +89,7 @@ def test_nested_types_render_as_one_type_string() -> None:
             },
         ],
     }
-    columns = iceberg_column_schema(iceberg).columns
+    columns = iceberg_column_schema(Schema.from_json(iceberg)).columns
     assert [(c.name, c.type, c.constraints.nullable) for c in columns] == [
         ("id", "long", False),
         ("tags", "map<string, list<decimal(10, 2)>>", True),
@@ -105,7 +107,11 @@ def test_nested_types_render_as_one_type_string() -> None:
             },
         ],
     }
-    assert [c.type for c in delta_column_schema(delta).columns] == ["array<integer>", "map<string, long>"]
+    delta_schema = StructType.from_json(delta)
+    assert [c.type for c in delta_column_schema(delta_schema).columns] == [
+        "array<integer>",
+        "map<string, long>",
+    ]
 
 
 @pytest.mark.spark

@@ -10,6 +10,7 @@ import pytest
 from pyiceberg.partitioning import PartitionSpec
 from pyiceberg.table.name_mapping import parse_mapping_from_json
 
+from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
 from dv_assets.mirror.iceberg.schema import (
     NESTED_ID_BASE,
@@ -22,6 +23,8 @@ from dv_assets.mirror.iceberg.schema import (
     partition_value_typed,
     to_iceberg_schema,
 )
+from dv_assets.mirror.iceberg.types import PrimitiveType
+from dv_assets.mirror.iceberg.types import Schema as IcebergSchema
 from tests.helpers.paths import DELTA_FIXTURES
 from tests.helpers.schemas import as_pyiceberg, field, mapped, struct
 
@@ -60,8 +63,8 @@ NESTED = struct(
 
 @pytest.mark.parametrize(("delta_type", "iceberg_type"), ALL_PRIMITIVES)
 def test_every_primitive_type(delta_type: str, iceberg_type: str) -> None:
-    schema = to_iceberg_schema(struct(field("c", delta_type, comment="the column")))
-    assert schema == {
+    schema = to_iceberg_schema(StructType.from_json(struct(field("c", delta_type, comment="the column"))))
+    assert schema.to_json() == {
         "type": "struct",
         "schema-id": 0,
         "fields": [{"id": 1, "name": "c", "required": False, "type": iceberg_type, "doc": "the column"}],
@@ -73,11 +76,12 @@ def test_every_primitive_type(delta_type: str, iceberg_type: str) -> None:
 def test_unsupported_types_are_refused() -> None:
     for bad in ("variant", "void", "interval"):
         with pytest.raises(UnsupportedFeatureError, match=bad):
-            to_iceberg_schema(struct(field("c", bad)))
+            to_iceberg_schema(StructType.from_json(struct(field("c", bad))))
 
 
 def test_nested_types_get_ids_in_icebergs_order() -> None:
-    schema = to_iceberg_schema(NESTED)
+    typed = to_iceberg_schema(StructType.from_json(NESTED))
+    schema = typed.to_json()
     # A struct's fields first (1-5), then their children, as Iceberg's assignFreshIds.
     assert [f["id"] for f in schema["fields"]] == [1, 2, 3, 4, 5]
     tags, attrs, point, events = (f["type"] for f in schema["fields"][1:])
@@ -95,8 +99,8 @@ def test_nested_types_get_ids_in_icebergs_order() -> None:
     assert events["element-id"] == 11
     assert [f["id"] for f in events["element"]["fields"]] == [12, 13]
     assert schema["fields"][0]["required"] is True
-    assert highest_field_id(schema) == 13
-    parsed = as_pyiceberg(schema)
+    assert highest_field_id(typed) == 13
+    parsed = as_pyiceberg(typed)
     assert parsed.highest_field_id == 13
     assert parsed.find_field("events.element.at").field_id == 13 - 1
 
@@ -110,14 +114,15 @@ def test_column_mapping_takes_delta_ids_and_puts_nested_ids_out_of_deltas_reach(
         ),
     )
     for mode in ("id", "name"):
-        schema = to_iceberg_schema(delta, mode)
+        typed = to_iceberg_schema(StructType.from_json(delta), mode)
+        schema = typed.to_json()
         assert [f["id"] for f in schema["fields"]] == [1, 3, 2]
         assert schema["fields"][1]["type"]["element-id"] == NESTED_ID_BASE
         assert (schema["fields"][2]["type"]["key-id"], schema["fields"][2]["type"]["value-id"]) == (
             NESTED_ID_BASE + 1,
             NESTED_ID_BASE + 2,
         )
-        as_pyiceberg(schema)
+        as_pyiceberg(typed)
 
 
 def test_column_mapping_uses_deltas_nested_ids_when_present() -> None:
@@ -130,17 +135,17 @@ def test_column_mapping_uses_deltas_nested_ids_when_present() -> None:
             **{"delta.columnMapping.nested.ids": nested_ids},
         )
     )
-    schema = to_iceberg_schema(delta, "id")
+    schema = to_iceberg_schema(StructType.from_json(delta), "id").to_json()
     assert schema["fields"][0]["type"]["element-id"] == 7
 
 
 def test_column_mapping_without_ids_is_refused() -> None:
     with pytest.raises(MirrorInputError, match=r"delta\.columnMapping\.id"):
-        to_iceberg_schema(struct(field("a", "long")), "name")
+        to_iceberg_schema(StructType.from_json(struct(field("a", "long"))), "name")
 
 
 def test_evolution_without_column_mapping_keeps_ids_by_name_path() -> None:
-    first = to_iceberg_schema(NESTED)
+    first = to_iceberg_schema(StructType.from_json(NESTED))
     # Drop `attrs`, add a field inside `point`, add a top-level column, reorder.
     second_delta = struct(
         field("new_col", "string"),
@@ -151,7 +156,8 @@ def test_evolution_without_column_mapping_keeps_ids_by_name_path() -> None:
         NESTED["fields"][4],
         NESTED["fields"][1],
     )
-    second = evolve(first, second_delta, "none")
+    typed_second = evolve(first, StructType.from_json(second_delta), "none")
+    second = typed_second.to_json()
     assert second["schema-id"] == 1
     ids = {f["name"]: f["id"] for f in second["fields"]}
     assert ids == {"new_col": 14, "id": 1, "point": 4, "events": 5, "tags": 2}
@@ -161,21 +167,26 @@ def test_evolution_without_column_mapping_keeps_ids_by_name_path() -> None:
     events = second["fields"][3]["type"]
     assert events["element-id"] == 11 and [f["id"] for f in events["element"]["fields"]] == [12, 13]
     # Re-adding a dropped name gets a fresh id (above everything seen), not its old one.
-    third = evolve(second, struct(*second_delta["fields"], NESTED["fields"][2]), "none")
-    attrs = third["fields"][-1]
+    third = evolve(
+        typed_second, StructType.from_json(struct(*second_delta["fields"], NESTED["fields"][2])), "none"
+    )
+    attrs = third.to_json()["fields"][-1]
     assert attrs["id"] == 16 and (attrs["type"]["key-id"], attrs["type"]["value-id"]) == (17, 18)
     as_pyiceberg(third)
 
 
 def test_evolution_with_column_mapping_follows_delta_ids_across_renames() -> None:
     array = {"type": "array", "elementType": "integer", "containsNull": True}
-    first = to_iceberg_schema(struct(mapped("a", "long", 1), mapped("xs", array, 2)), "name")
+    first = to_iceberg_schema(
+        StructType.from_json(struct(mapped("a", "long", 1), mapped("xs", array, 2))), "name"
+    )
     renamed = struct(mapped("b", "long", 1), mapped("xs_renamed", array, 2), mapped("c", "string", 3))
-    second = evolve(first, renamed, "name")
+    typed_second = evolve(first, StructType.from_json(renamed), "name")
+    second = typed_second.to_json()
     assert [(f["name"], f["id"]) for f in second["fields"]] == [("b", 1), ("xs_renamed", 2), ("c", 3)]
     assert second["fields"][1]["type"]["element-id"] == NESTED_ID_BASE  # kept
     more = struct(*renamed["fields"], mapped("ys", array, 4))
-    third = evolve(second, more, "name")
+    third = evolve(typed_second, StructType.from_json(more), "name").to_json()
     assert third["fields"][3]["type"]["element-id"] == NESTED_ID_BASE + 1  # fresh above the previous
 
 
@@ -185,8 +196,9 @@ def test_name_mapping_uses_file_names() -> None:
         mapped("s", struct(mapped("inner", "string", 2)), 3),
         mapped("xs", {"type": "array", "elementType": "integer", "containsNull": True}, 4),
     )
-    schema = to_iceberg_schema(delta, "name")
-    mapping = name_mapping(schema, delta, "name")
+    delta_schema = StructType.from_json(delta)
+    schema = to_iceberg_schema(delta_schema, "name")
+    mapping = name_mapping(schema, delta_schema, "name")
     assert mapping == [
         {"field-id": 1, "names": ["col-1"]},
         {"field-id": 3, "names": ["col-3"], "fields": [{"field-id": 2, "names": ["col-2"]}]},
@@ -195,8 +207,8 @@ def test_name_mapping_uses_file_names() -> None:
     parsed = parse_mapping_from_json(json.dumps(mapping))
     assert parsed.root[1].fields[0].field_id == 2
 
-    plain = to_iceberg_schema(NESTED)
-    plain_mapping = name_mapping(plain, NESTED, "none")
+    nested = StructType.from_json(NESTED)
+    plain_mapping = name_mapping(to_iceberg_schema(nested), nested, "none")
     assert [m["names"] for m in plain_mapping] == [["id"], ["tags"], ["attrs"], ["point"], ["events"]]
     assert plain_mapping[2]["fields"] == [
         {"field-id": 7, "names": ["key"]},
@@ -207,15 +219,18 @@ def test_name_mapping_uses_file_names() -> None:
 
 def test_name_mapping_matches_by_name_when_the_table_schema_differs() -> None:
     # The Iceberg schema may hold columns Delta dropped; the mapping covers what Delta has.
-    iceberg = {
-        "type": "struct",
-        "schema-id": 3,
-        "fields": [
-            {"id": 9, "name": "gone", "required": False, "type": "int"},
-            {"id": 4, "name": "a", "required": False, "type": "long"},
-        ],
-    }
-    assert name_mapping(iceberg, struct(field("a", "long")), "none") == [{"field-id": 4, "names": ["a"]}]
+    iceberg = IcebergSchema.from_json(
+        {
+            "type": "struct",
+            "schema-id": 3,
+            "fields": [
+                {"id": 9, "name": "gone", "required": False, "type": "int"},
+                {"id": 4, "name": "a", "required": False, "type": "long"},
+            ],
+        }
+    )
+    delta = StructType.from_json(struct(field("a", "long")))
+    assert name_mapping(iceberg, delta, "none") == [{"field-id": 4, "names": ["a"]}]
 
 
 def test_fixture_schemas_convert() -> None:
@@ -224,7 +239,7 @@ def test_fixture_schemas_convert() -> None:
             action = json.loads(line)
             if "metaData" in action:
                 metadata = action["metaData"]
-                delta = json.loads(metadata["schemaString"])
+                delta = StructType.from_json(json.loads(metadata["schemaString"]))
                 mode = metadata.get("configuration", {}).get("delta.columnMapping.mode", "none")
                 schema = to_iceberg_schema(delta, mode)
                 as_pyiceberg(schema)
@@ -233,7 +248,8 @@ def test_fixture_schemas_convert() -> None:
 
 
 def test_partition_spec() -> None:
-    schema = to_iceberg_schema(struct(field("a", "long"), field("part", "integer"), field("d", "date")))
+    delta = StructType.from_json(struct(field("a", "long"), field("part", "integer"), field("d", "date")))
+    schema = to_iceberg_schema(delta)
     spec = partition_spec(schema, ["d", "part"])
     assert spec == {
         "spec-id": 0,
@@ -272,12 +288,12 @@ def test_partition_spec() -> None:
     ],
 )
 def test_partition_values(value: str | None, iceberg_type: str, typed: Any, as_json: Any) -> None:
-    assert partition_value_typed(value, iceberg_type) == typed
-    assert partition_value_to_json(value, iceberg_type) == as_json
+    assert partition_value_typed(value, PrimitiveType(iceberg_type)) == typed
+    assert partition_value_to_json(value, PrimitiveType(iceberg_type)) == as_json
 
 
 def test_partition_value_by_column() -> None:
-    schema = to_iceberg_schema(struct(field("part", "integer")))
+    schema = to_iceberg_schema(StructType.from_json(struct(field("part", "integer"))))
     assert partition_value("3", schema, "part") == 3
 
 
@@ -295,4 +311,4 @@ def test_partition_value_by_column() -> None:
 )
 def test_bad_partition_values_are_refused(value: str, iceberg_type: str) -> None:
     with pytest.raises(MirrorInputError, match="partition value"):
-        partition_value_typed(value, iceberg_type)
+        partition_value_typed(value, PrimitiveType(iceberg_type))

@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
 from dv_assets.mirror.iceberg.schema import (
     evolve,
@@ -22,6 +23,7 @@ from dv_assets.mirror.iceberg.schema import (
     partition_value_typed,
     to_iceberg_schema,
 )
+from dv_assets.mirror.iceberg.types import PrimitiveType
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.paths import expected_rows
 from tests.helpers.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version
@@ -129,20 +131,24 @@ def test_string_bounds_near_the_limit_in_utf16_units() -> None:
 def test_nan_and_infinite_partition_values_parse_but_are_refused_for_iceberg(
     value: str, check: Any, iceberg_type: str
 ) -> None:
-    typed = partition_value_typed(value, iceberg_type)
+    typed = partition_value_typed(value, PrimitiveType(iceberg_type))
     assert isinstance(typed, float) and check(typed)
     # Iceberg's SingleValueParser takes only JSON numbers for floats: no NaN or infinity to write.
     with pytest.raises(MirrorInputError, match="cannot be represented as an Iceberg partition value"):
-        partition_value_to_json(value, iceberg_type)
+        partition_value_to_json(value, PrimitiveType(iceberg_type))
     kind = "float" if iceberg_type == "float" else "double"
-    schema = to_iceberg_schema({"type": "struct", "fields": [{"name": "p", "type": kind, "nullable": True}]})
+    schema = to_iceberg_schema(
+        StructType.from_json({"type": "struct", "fields": [{"name": "p", "type": kind, "nullable": True}]})
+    )
     with pytest.raises(MirrorInputError, match=rf"{value!r} of column 'p'.*cannot be represented"):
         partition_value(value, schema, "p")
 
 
 def test_finite_float_partition_values_still_mirror() -> None:
     schema = to_iceberg_schema(
-        {"type": "struct", "fields": [{"name": "p", "type": "double", "nullable": True}]}
+        StructType.from_json(
+            {"type": "struct", "fields": [{"name": "p", "type": "double", "nullable": True}]}
+        )
     )
     assert partition_value("-1.5E300", schema, "p") == -1.5e300
     assert json.loads(json.dumps(partition_value("0.1", schema, "p"), allow_nan=False)) == 0.1
@@ -153,20 +159,24 @@ def test_finite_float_partition_values_still_mirror() -> None:
 
 def test_upgrade_to_column_mapping_keeps_ids_of_a_flat_schema() -> None:
     before = struct(field("id", "long"), field("name", "string"), field("p", "date"))
-    previous = to_iceberg_schema(before)
+    previous = to_iceberg_schema(StructType.from_json(before))
     # Delta numbers existing columns 1..n in field order, as Iceberg did.
     after = struct(upgraded("id", "long", 1), upgraded("name", "string", 2), upgraded("p", "date", 3))
-    evolved = evolve(previous, after, "name")
-    assert evolved["fields"] == previous["fields"]
-    assert evolved["schema-id"] == previous["schema-id"] + 1
+    evolved = evolve(previous, StructType.from_json(after), "name")
+    assert evolved.to_json()["fields"] == previous.to_json()["fields"]
+    assert evolved.to_json()["schema-id"] == previous.to_json()["schema-id"] + 1
     # Old files (no field ids) are still read by name: the same names map to the same ids.
-    assert name_mapping(evolved, after, "name") == name_mapping(previous, before, "none")
+    assert name_mapping(evolved, StructType.from_json(after), "name") == name_mapping(
+        previous, StructType.from_json(before), "none"
+    )
     assert partition_spec(evolved, ["p"]) == partition_spec(previous, ["p"])
     # Later, columns Delta adds (id 4, a fresh physical name) and renames follow Delta's ids.
     ids = {"delta.columnMapping.id": 4, "delta.columnMapping.physicalName": "col-4a1c"}
     added = {**field("extra", "integer"), "metadata": ids}
     renamed = {**after["fields"][1], "name": "full_name"}
-    later = evolve(evolved, struct(after["fields"][0], renamed, after["fields"][2], added), "name")
+    later = evolve(
+        evolved, StructType.from_json(struct(after["fields"][0], renamed, after["fields"][2], added)), "name"
+    ).to_json()
     assert [(f["name"], f["id"]) for f in later["fields"]] == [
         ("id", 1),
         ("full_name", 2),
@@ -178,8 +188,12 @@ def test_upgrade_to_column_mapping_keeps_ids_of_a_flat_schema() -> None:
 def test_upgrade_to_column_mapping_that_would_change_ids_is_refused() -> None:
     # Iceberg numbers a struct's fields before their children (s=1, b=2, s.x=3); Delta numbers depth
     # first (s=1, s.x=2, b=3): keeping Iceberg's ids would let id 2 mean `b` in old files and `s.x` in new.
-    previous = to_iceberg_schema(struct(field("s", struct(field("x", "long"))), field("b", "long")))
-    after = struct(upgraded("s", struct(upgraded("x", "long", 2)), 1), upgraded("b", "long", 3))
+    previous = to_iceberg_schema(
+        StructType.from_json(struct(field("s", struct(field("x", "long"))), field("b", "long")))
+    )
+    after = StructType.from_json(
+        struct(upgraded("s", struct(upgraded("x", "long", 2)), 1), upgraded("b", "long", 3))
+    )
     with pytest.raises(
         UnsupportedFeatureError, match=r"'s\.x' was upgraded to column mapping.*is 3 .*gives it 2"
     ):
@@ -189,15 +203,15 @@ def test_upgrade_to_column_mapping_that_would_change_ids_is_refused() -> None:
 def test_upgrade_with_a_list_column_without_nested_ids_is_refused() -> None:
     # The list element has Iceberg id 3, which Delta will give to the next column it adds.
     array = {"type": "array", "elementType": "long", "containsNull": True}
-    previous = to_iceberg_schema(struct(field("xs", array), field("b", "long")))
-    after = struct(upgraded("xs", array, 1), upgraded("b", "long", 2))
+    previous = to_iceberg_schema(StructType.from_json(struct(field("xs", array), field("b", "long"))))
+    after = StructType.from_json(struct(upgraded("xs", array, 1), upgraded("b", "long", 2)))
     with pytest.raises(UnsupportedFeatureError, match=r"'xs\.element' was upgraded to column mapping"):
         evolve(previous, after, "name")
 
 
 def test_upgrade_reordering_ids_of_a_flat_schema_is_refused() -> None:
-    previous = to_iceberg_schema(struct(field("a", "long"), field("b", "long")))
-    after = struct(upgraded("a", "long", 2), upgraded("b", "long", 1))
+    previous = to_iceberg_schema(StructType.from_json(struct(field("a", "long"), field("b", "long"))))
+    after = StructType.from_json(struct(upgraded("a", "long", 2), upgraded("b", "long", 1)))
     with pytest.raises(UnsupportedFeatureError, match="was upgraded to column mapping"):
         evolve(previous, after, "name")
 

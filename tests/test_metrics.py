@@ -23,6 +23,7 @@ from pyiceberg.types import (
     TimestamptzType,
 )
 
+from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.iceberg.metrics import (
     MIRROR_TABLE_PROPERTIES,
     from_delta_stats,
@@ -100,7 +101,7 @@ def test_bounds_for_every_supported_type() -> None:
 
 
 def test_wide_decimal_bounds() -> None:
-    schema = {"type": "struct", "fields": [field("dec", "decimal(38,0)")]}
+    schema = StructType.from_json({"type": "struct", "fields": [field("dec", "decimal(38,0)")]})
     iceberg = to_iceberg_schema(schema)
     big = "9" * 38
     text = f'{{"numRecords":1,"minValues":{{"dec":-{big}}},"maxValues":{{"dec":{big}}}}}'
@@ -110,7 +111,7 @@ def test_wide_decimal_bounds() -> None:
 
 
 def test_decimal_digits_survive_the_stats_text() -> None:
-    schema = {"type": "struct", "fields": [field("dec", "decimal(20,2)")]}
+    schema = StructType.from_json({"type": "struct", "fields": [field("dec", "decimal(20,2)")]})
     iceberg = to_iceberg_schema(schema)
     text = (
         '{"numRecords":1,"minValues":{"dec":123456789012345678.91},"maxValues":{"dec":123456789012345678.91}}'
@@ -150,7 +151,9 @@ def test_unsafe_or_odd_values_are_skipped() -> None:
 
 
 def test_collated_strings_are_skipped() -> None:
-    schema = {"type": "struct", "fields": [field("s", "string", __COLLATIONS={"s": "ICU.en_US"})]}
+    schema = StructType.from_json(
+        {"type": "struct", "fields": [field("s", "string", __COLLATIONS={"s": "ICU.en_US"})]}
+    )
     stats = '{"numRecords":1,"minValues":{"s":"a"},"maxValues":{"s":"b"},"nullCount":{"s":0}}'
     result = metrics_from_delta_stats(stats, delta_schema=schema, iceberg_schema=to_iceberg_schema(schema))
     assert result.lower_bounds == {} and result.upper_bounds == {} and result.null_value_counts == {1: 0}
@@ -158,7 +161,7 @@ def test_collated_strings_are_skipped() -> None:
 
 def test_column_mapping_reads_physical_names() -> None:
     meta = {"delta.columnMapping.id": 5, "delta.columnMapping.physicalName": "col-abc"}
-    schema = {"type": "struct", "fields": [field("a", "long", **meta)]}
+    schema = StructType.from_json({"type": "struct", "fields": [field("a", "long", **meta)]})
     iceberg = to_iceberg_schema(schema, "name")
     stats = '{"numRecords":2,"minValues":{"col-abc":1},"maxValues":{"col-abc":2},"nullCount":{"col-abc":0}}'
     result = metrics_from_delta_stats(
@@ -174,7 +177,7 @@ def test_fixture_stats_convert() -> None:
     ]
     meta = next(x["metaData"] for x in lines if "metaData" in x)
     add = next(x["add"] for x in lines if "add" in x)
-    schema = json.loads(meta["schemaString"])
+    schema = StructType.from_json(json.loads(meta["schemaString"]))
     result = from_delta_stats(add["stats"], to_iceberg_schema(schema), FakeMetadata(schema))
     assert result.record_count == 10
     assert result.lower_bounds == {1: struct.pack("<i", 0)} and result.upper_bounds == {

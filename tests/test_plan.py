@@ -40,9 +40,9 @@ def test_the_first_version_plans_the_table_its_dvs_and_a_whole_commit(tmp_path: 
         (f"{root}/b.parquet", 5),
     ]
     assert request.add_delete_files == (written,) and request.remove_delete_files == ()
-    assert request.schema_json is None and request.name_mapping is None and request.properties == {}
+    assert request.schema is None and request.name_mapping is None and request.properties == {}
 
-    after = state.after(v0.metadata, request, CommitOutcome(7, plan.new_table.schema_json))
+    after = state.after(v0.metadata, request, CommitOutcome(7, plan.new_table.schema))
     assert (after.exists, after.base_snapshot_id, after.delta_table_id) == (True, 7, "delta-id")
     assert after.partition_columns == () and after.deletes == {f"{root}/b.parquet": written}
     assert state.deletes == {} and not state.exists  # a value: the state planned on is unchanged

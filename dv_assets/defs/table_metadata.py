@@ -5,51 +5,43 @@ for both sides of a mirror, from metadata only (never a data scan):
   vectors are counted there too, as are v2 position deletes), and the snapshot's own schema;
 * Delta: the version's live rows as the log replay gives them, and the version's schema.
 
-Nested types are rendered as one type string (`struct<a: int, b: list<string>>`), as the UI shows them.
+Nested types are rendered as one type string (`struct<a: int, b: list<string>>`), as the UI shows them:
+the typed schemas' own text (`str` of an Iceberg or a Delta type).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 from dagster._core.definitions.metadata import TableMetadataSet  # the dagster/* table keys; not dg.* in 1.13
 
-from dv_assets.mirror import MirrorTable
+if TYPE_CHECKING:
+    from dv_assets.mirror import MirrorTable, Schema, SchemaNode, StructType
+
+
+def column_schema(columns: Iterable[tuple[str, SchemaNode, str | None, bool]]) -> dg.TableSchema:
+    """Dagster's column schema of (name, type, description, nullable) columns, each type as its text."""
+    return dg.TableSchema(
+        columns=[
+            dg.TableColumn(
+                name=name,
+                type=str(type_),
+                description=description,
+                constraints=dg.TableColumnConstraints(nullable=nullable),
+            )
+            for name, type_, description, nullable in columns
+        ]
+    )
+
 
 # -- Iceberg ----------------------------------------------------------------------------------------
 
 
-def iceberg_type_text(type_json: str | Mapping[str, Any]) -> str:
-    """An Iceberg schema JSON type as one string: primitives as Iceberg names them, nested types spelled
-    out (`list<string>`, `map<string, long>`, `struct<a: int>`)."""
-    if isinstance(type_json, str):
-        return type_json
-    kind = type_json["type"]
-    if kind == "struct":
-        fields = ", ".join(f"{f['name']}: {iceberg_type_text(f['type'])}" for f in type_json["fields"])
-        return f"struct<{fields}>"
-    if kind == "list":
-        return f"list<{iceberg_type_text(type_json['element'])}>"
-    if kind == "map":
-        return f"map<{iceberg_type_text(type_json['key'])}, {iceberg_type_text(type_json['value'])}>"
-    return str(kind)
-
-
-def iceberg_column_schema(schema_json: Mapping[str, Any]) -> dg.TableSchema:
-    """The top-level columns of an Iceberg schema (JSON as Iceberg's SchemaParser / pyiceberg write it)."""
-    return dg.TableSchema(
-        columns=[
-            dg.TableColumn(
-                name=field["name"],
-                type=iceberg_type_text(field["type"]),
-                description=field.get("doc"),
-                constraints=dg.TableColumnConstraints(nullable=not field.get("required", False)),
-            )
-            for field in schema_json["fields"]
-        ]
-    )
+def iceberg_column_schema(schema: Schema) -> dg.TableSchema:
+    """The top-level columns of an Iceberg schema."""
+    return column_schema((f.name, f.type, f.doc, not f.required) for f in schema.fields)
 
 
 def iceberg_snapshot_metadata(mirror: MirrorTable, snapshot_id: int, table_name: str) -> dict[str, Any]:
@@ -71,40 +63,15 @@ def iceberg_snapshot_metadata(mirror: MirrorTable, snapshot_id: int, table_name:
 # -- Delta ------------------------------------------------------------------------------------------
 
 
-def delta_type_text(type_json: str | Mapping[str, Any]) -> str:
-    """A Delta schema JSON type as one string (`array<string>`, `map<string, long>`, `struct<a: integer>`)."""
-    if isinstance(type_json, str):
-        return type_json
-    kind = type_json["type"]
-    if kind == "struct":
-        fields = ", ".join(f"{f['name']}: {delta_type_text(f['type'])}" for f in type_json["fields"])
-        return f"struct<{fields}>"
-    if kind == "array":
-        return f"array<{delta_type_text(type_json['elementType'])}>"
-    if kind == "map":
-        return f"map<{delta_type_text(type_json['keyType'])}, {delta_type_text(type_json['valueType'])}>"
-    return str(kind)
+def delta_column_schema(schema: StructType) -> dg.TableSchema:
+    """The top-level columns of a Delta schema, by logical name."""
+    return column_schema((f.name, f.type, f.metadata.get("comment"), f.nullable) for f in schema.fields)
 
 
-def delta_column_schema(schema_json: Mapping[str, Any]) -> dg.TableSchema:
-    """The top-level columns of a Delta schema (metaData.schemaString, parsed), by logical name."""
-    return dg.TableSchema(
-        columns=[
-            dg.TableColumn(
-                name=field["name"],
-                type=delta_type_text(field["type"]),
-                description=(field.get("metadata") or {}).get("comment"),
-                constraints=dg.TableColumnConstraints(nullable=bool(field.get("nullable", True))),
-            )
-            for field in schema_json.get("fields", [])
-        ]
-    )
-
-
-def delta_version_metadata(live_rows: int, schema_json: Mapping[str, Any] | None) -> dict[str, Any]:
+def delta_version_metadata(live_rows: int, schema: StructType | None) -> dict[str, Any]:
     return dict(
         TableMetadataSet(
             row_count=live_rows,
-            column_schema=delta_column_schema(schema_json) if schema_json else None,
+            column_schema=delta_column_schema(schema) if schema is not None else None,
         )
     )

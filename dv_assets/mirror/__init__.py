@@ -46,6 +46,10 @@ _EXPORTS = {
     "MirrorTable": "dv_assets.mirror.iceberg.mirror_table",
     "Snapshot": "dv_assets.mirror.iceberg.mirror_table",
     "SnapshotTotals": "dv_assets.mirror.iceberg.mirror_table",
+    # the typed schemas: Iceberg's Schema, Delta's StructType, and the node kind both are made of
+    "Schema": "dv_assets.mirror.iceberg.types",
+    "StructType": "dv_assets.mirror.delta.schema",
+    "SchemaNode": "dv_assets.mirror.schema_visitor",
     "read_mirror_table": "dv_assets.mirror.iceberg.pyiceberg_reader",
     "last_mirrored_version": "dv_assets.mirror.iceberg.pyiceberg_reader",
     # maintenance and verification

@@ -21,7 +21,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
 
 from dv_assets.mirror.delta.actions import AddFile, Metadata
 from dv_assets.mirror.delta.column_mapping import check_field_ids_readable
@@ -47,9 +46,7 @@ from dv_assets.mirror.iceberg.mirror_table import (
     MirrorTable,
     NewTable,
 )
-
-# An Iceberg schema as `iceberg/schema.py` builds and `iceberg/java.py` reads it back.
-Schema = dict[str, Any]
+from dv_assets.mirror.iceberg.types import Schema
 
 # Columns Delta writers put in data files without the table schema having them, with the field ids
 # their name-mapping entries use: below Iceberg's reserved ids, far above any id a schema here reaches.
@@ -162,7 +159,7 @@ class VersionPlan:
             # Every replaced delete goes explicitly, the DV of a removed data file too: Iceberg (v3) does not
             # always drop it itself, and a dangling DV comes back to life when RESTORE re-adds the file.
             remove_delete_files=tuple(state.deletes[location] for location in _replaced_deletes(change)),
-            schema_json=new_schema,
+            schema=new_schema,
             name_mapping=name_mapping,
             properties=state.pending_properties,
         )
@@ -186,7 +183,7 @@ def plan_version(
         _check_partitioning_unchanged(metadata, state.partition_columns)
     if new_table is not None or change.metadata_changed:
         check_field_ids_readable(metadata.schema, metadata.column_mapping_mode)
-    schema = new_table.schema_json if new_table is not None else state.schema
+    schema = new_table.schema if new_table is not None else state.schema
     assert schema is not None
     delete_job = _delete_job(change, state, schema, rows, paths)
     missing = [location for location in _replaced_deletes(change) if location not in state.deletes]
@@ -201,7 +198,7 @@ def plan_version(
     new_schema = None
     if change.metadata_changed:
         evolved = iceberg_schema.evolve(schema, metadata.schema, metadata.column_mapping_mode)
-        if evolved["fields"] != schema["fields"]:
+        if evolved.fields != schema.fields:
             new_schema = evolved
     return VersionPlan(change, state, schema, new_schema, rows, new_table, delete_job)
 
@@ -256,7 +253,7 @@ def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
     mode = metadata.column_mapping_mode
     schema = iceberg_schema.to_iceberg_schema(metadata.schema, mode)
     return NewTable(
-        schema_json=schema,
+        schema=schema,
         partition_spec_json=iceberg_schema.partition_spec(schema, metadata.partition_columns),
         properties={
             "format-version": str(fmt),
@@ -276,7 +273,7 @@ def _name_mapping(schema: Schema, metadata: Metadata) -> list[dict]:
     and Iceberg Java skip them; pyiceberg needs each file column mapped to some id, and one the schema
     never has is projected away."""
     mapping = iceberg_schema.name_mapping(schema, metadata.schema, metadata.column_mapping_mode)
-    taken = {entry["field-id"] for entry in mapping} | {f["id"] for f in schema["fields"]}
+    taken = {entry["field-id"] for entry in mapping} | {f.id for f in schema.fields}
     names = {name for entry in mapping for name in entry["names"]}
     for name, field_id in PHYSICAL_ONLY_COLUMNS.items():
         if name not in names and field_id not in taken:

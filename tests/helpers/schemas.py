@@ -11,8 +11,10 @@ from typing import Any
 
 from pyiceberg.schema import Schema
 
+from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.iceberg.metrics import metrics_from_delta_stats
 from dv_assets.mirror.iceberg.schema import to_iceberg_schema
+from dv_assets.mirror.iceberg.types import Schema as IcebergSchema
 
 # --- Delta schema JSON ---------------------------------------------------------------------------------
 
@@ -43,35 +45,37 @@ def upgraded(name: str, type_: Any, column_id: int) -> dict[str, Any]:
     return {"name": name, "type": type_, "nullable": True, "metadata": metadata}
 
 
-def as_pyiceberg(schema_json: dict[str, Any]) -> Schema:
-    """Iceberg schema JSON as pyiceberg parses it."""
-    return Schema.model_validate_json(json.dumps(schema_json))
+def as_pyiceberg(schema: IcebergSchema) -> Schema:
+    """An Iceberg schema as pyiceberg parses its JSON."""
+    return Schema.model_validate_json(json.dumps(schema.to_json()))
 
 
 # --- Delta stats -> Iceberg metrics ---------------------------------------------------------------------
 
-DELTA_SCHEMA = {
-    "type": "struct",
-    "fields": [
-        field("i", "integer"),
-        field("l", "long"),
-        field("f", "float"),
-        field("d", "double"),
-        field("dec", "decimal(10,2)"),
-        field("b", "boolean"),
-        field("day", "date"),
-        field("ts", "timestamp"),
-        field("ntz", "timestamp_ntz"),
-        field("s", "string"),
-        field("bin", "binary"),
-        field("st", {"type": "struct", "fields": [field("x", "long")]}),
-        field("arr", {"type": "array", "elementType": "long", "containsNull": True}),
-        field("part", "integer"),
-    ],
-}
+DELTA_SCHEMA = StructType.from_json(
+    {
+        "type": "struct",
+        "fields": [
+            field("i", "integer"),
+            field("l", "long"),
+            field("f", "float"),
+            field("d", "double"),
+            field("dec", "decimal(10,2)"),
+            field("b", "boolean"),
+            field("day", "date"),
+            field("ts", "timestamp"),
+            field("ntz", "timestamp_ntz"),
+            field("s", "string"),
+            field("bin", "binary"),
+            field("st", {"type": "struct", "fields": [field("x", "long")]}),
+            field("arr", {"type": "array", "elementType": "long", "containsNull": True}),
+            field("part", "integer"),
+        ],
+    }
+)
 ICEBERG_SCHEMA = to_iceberg_schema(DELTA_SCHEMA)
-ID = {f["name"]: f["id"] for f in ICEBERG_SCHEMA["fields"]}
-ID["st.x"] = ICEBERG_SCHEMA["fields"][11]["type"]["fields"][0]["id"]
+ID = {f["name"]: f["id"] for f in ICEBERG_SCHEMA.to_json()["fields"]}
+ID["st.x"] = ICEBERG_SCHEMA.to_json()["fields"][11]["type"]["fields"][0]["id"]
 
 MIN = {
     "i": -5,
@@ -111,16 +115,18 @@ def micros(text: str) -> int:
 
 @dataclasses.dataclass
 class FakeMetadata:
-    schema: dict[str, Any]
+    schema: StructType
     column_mapping_mode: str = "none"
     partition_columns: list[str] = dataclasses.field(default_factory=list)
     configuration: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
-STRING_SCHEMA = {
-    "type": "struct",
-    "fields": [{"name": "s", "type": "string", "nullable": True, "metadata": {}}],
-}
+STRING_SCHEMA = StructType.from_json(
+    {
+        "type": "struct",
+        "fields": [{"name": "s", "type": "string", "nullable": True, "metadata": {}}],
+    }
+)
 
 
 def string_bounds(min_value: str, max_value: str) -> tuple[bytes | None, bytes | None]:

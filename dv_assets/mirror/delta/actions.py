@@ -22,6 +22,7 @@ from typing import Any, NoReturn, TypeVar
 
 from dv_assets.mirror.delta import column_mapping
 from dv_assets.mirror.delta.paths import resolve_location
+from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.errors import MirrorInputError
 
 _Shared = TypeVar("_Shared", str, int)
@@ -300,9 +301,9 @@ class Metadata:
     column_mapping_supported: bool | None = field(default=None, compare=False, repr=False)
 
     @cached_property
-    def schema(self) -> dict:
+    def schema(self) -> StructType:
         try:
-            return json.loads(self.schema_string)
+            return StructType.from_json(json.loads(self.schema_string))
         except ValueError as exc:
             raise MirrorInputError(f"metaData.schemaString is not valid JSON: {exc}") from exc
 

@@ -9,10 +9,19 @@ Without column mapping (`none`) a field's physical name is its logical name and 
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Literal, NamedTuple
 
+from dv_assets.mirror.delta.schema import (
+    ArrayType,
+    MapType,
+    PrimitiveType,
+    StructField,
+    StructType,
+    all_fields,
+)
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
+from dv_assets.mirror.schema_visitor import SchemaVisitor, visit
 
 if TYPE_CHECKING:  # actions.py imports this module
     from dv_assets.mirror.delta.actions import Protocol
@@ -47,10 +56,10 @@ def supported_by(protocol: Protocol) -> bool:
     return protocol.min_reader_version == 3 and FEATURE in (protocol.writer_features or ())
 
 
-def has_annotations(schema: Mapping[str, Any]) -> bool:
+def has_annotations(schema: StructType) -> bool:
     """Whether any field of the schema carries a column mapping id, physical name or nested ids."""
     keys = (COLUMN_MAPPING_ID, PHYSICAL_NAME, NESTED_IDS)
-    return any(key in field_metadata(f) for f in walk_fields(schema) for key in keys)
+    return any(key in f.metadata for f in all_fields(schema) for key in keys)
 
 
 def checked_mode(mode: str | None) -> ColumnMappingMode:
@@ -60,62 +69,40 @@ def checked_mode(mode: str | None) -> ColumnMappingMode:
     return value  # type: ignore[return-value]
 
 
-def field_metadata(delta_field: Mapping[str, Any]) -> Mapping[str, Any]:
-    return delta_field.get("metadata") or {}
-
-
-def physical_name(delta_field: Mapping[str, Any], mode: str = "name") -> str:
+def physical_name(delta_field: StructField, mode: str = "name") -> str:
     """The name of the field in Parquet files, stats and partition values."""
     if mode == "none":
-        return delta_field["name"]
-    return field_metadata(delta_field).get(PHYSICAL_NAME) or delta_field["name"]
+        return delta_field.name
+    return delta_field.metadata.get(PHYSICAL_NAME) or delta_field.name
 
 
-def mapping_id(delta_field: Mapping[str, Any]) -> int:
+def mapping_id(delta_field: StructField) -> int:
     """The field's `delta.columnMapping.id` (its Parquet field id); required under column mapping."""
-    value = field_metadata(delta_field).get(COLUMN_MAPPING_ID)
+    value = delta_field.metadata.get(COLUMN_MAPPING_ID)
     if value is None:
-        raise MirrorInputError(
-            f"column {delta_field.get('name')!r} has no {COLUMN_MAPPING_ID} under column mapping"
-        )
+        raise MirrorInputError(f"column {delta_field.name!r} has no {COLUMN_MAPPING_ID} under column mapping")
     return int(value)
 
 
-def nested_ids(delta_field: Mapping[str, Any]) -> Mapping[str, int]:
+def nested_ids(delta_field: StructField) -> Mapping[str, int]:
     """`<physical path>.element` / `.key` / `.value` → Parquet field id, for list and map columns."""
-    return field_metadata(delta_field).get(NESTED_IDS) or {}
+    return delta_field.metadata.get(NESTED_IDS) or {}
 
 
-def physical_names(schema: Mapping[str, Any], mode: str) -> dict[str, str]:
+def physical_names(schema: StructType, mode: str) -> dict[str, str]:
     """Top-level logical column name → physical name (identity without column mapping)."""
-    return {f["name"]: physical_name(f, mode) for f in schema.get("fields", [])}
+    return {f.name: physical_name(f, mode) for f in schema.fields}
 
 
-def walk_fields(delta_type: Any) -> Iterator[Mapping[str, Any]]:
-    """Every struct field of a Delta type, depth first, inside lists and maps too."""
-    if not isinstance(delta_type, Mapping):
-        return
-    kind = delta_type.get("type")
-    if kind == "struct":
-        for delta_field in delta_type.get("fields", []):
-            yield delta_field
-            yield from walk_fields(delta_field["type"])
-    elif kind == "array":
-        yield from walk_fields(delta_type["elementType"])
-    elif kind == "map":
-        yield from walk_fields(delta_type["keyType"])
-        yield from walk_fields(delta_type["valueType"])
-
-
-def mapping_ids(schema: Mapping[str, Any]) -> Iterator[int]:
+def mapping_ids(schema: StructType) -> Iterator[int]:
     """Every `delta.columnMapping.id` of a schema."""
-    for delta_field in walk_fields(schema):
-        value = field_metadata(delta_field).get(COLUMN_MAPPING_ID)
+    for delta_field in all_fields(schema):
+        value = delta_field.metadata.get(COLUMN_MAPPING_ID)
         if value is not None:
             yield int(value)
 
 
-def check_field_ids_readable(schema: Mapping[str, Any], mode: str) -> None:
+def check_field_ids_readable(schema: StructType, mode: str) -> None:
     """Refuse column mapping with list/map columns whose Parquet element/key/value nodes carry no field id.
 
     Under column mapping Delta writes Parquet field ids on struct fields only; list elements and map
@@ -125,27 +112,46 @@ def check_field_ids_readable(schema: Mapping[str, Any], mode: str) -> None:
     """
     if checked_mode(mode) == "none":
         return
-    missing: list[str] = []
-
-    def walk(delta_type: Any, logical: str, physical: str, ids: Mapping[str, int]) -> None:
-        if not isinstance(delta_type, Mapping):
-            return
-        kind = delta_type.get("type")
-        if kind == "struct":
-            for f in delta_type.get("fields", []):
-                name = f"{logical}.{f['name']}" if logical else f["name"]
-                walk(f["type"], name, physical_name(f, mode), nested_ids(f))
-            return
-        parts = {"array": [("element", "elementType")], "map": [("key", "keyType"), ("value", "valueType")]}
-        for part, child in parts.get(kind, []):
-            if f"{physical}.{part}" not in ids:
-                missing.append(f"{logical}.{part}")
-            walk(delta_type[child], f"{logical}.{part}", f"{physical}.{part}", ids)
-
-    walk(schema, "", "", {})
+    missing = visit(schema, _MissingNestedIds(mode), _Place("", "", {}))
     if missing:
         raise UnsupportedFeatureError(
             f"column mapping mode {mode!r} with list/map columns whose Parquet element/key/value fields "
             f"have no field id (no {NESTED_IDS}): {', '.join(missing)}; Iceberg readers "
             "read these files by field id and could not read those columns"
         )
+
+
+class _Place(NamedTuple):
+    logical: str  # the dotted logical path (`m.value.element`)
+    physical: str  # the physical name of the nearest field, then the parts below it (`col-3.value`)
+    ids: Mapping[str, int]  # the nearest field's nested ids
+
+
+class _MissingNestedIds(SchemaVisitor[_Place, list[str]]):
+    """The logical paths of list elements and map keys/values without a nested id, parents first."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    def struct(
+        self, struct: StructType, ctx: _Place, fields: Sequence[Callable[[_Place], list[str]]]
+    ) -> list[str]:
+        missing = []
+        for f, child in zip(struct.fields, fields, strict=True):
+            logical = f"{ctx.logical}.{f.name}" if ctx.logical else f.name
+            missing += child(_Place(logical, physical_name(f, self.mode), nested_ids(f)))
+        return missing
+
+    def list(self, array: ArrayType, ctx: _Place, element: Callable[[_Place], list[str]]) -> list[str]:
+        return self._part(ctx, "element", element)
+
+    def map(self, map_type: MapType, ctx: _Place, key: Callable, value: Callable) -> list[str]:
+        return self._part(ctx, "key", key) + self._part(ctx, "value", value)
+
+    def primitive(self, primitive: PrimitiveType, ctx: _Place) -> list[str]:
+        return []
+
+    @staticmethod
+    def _part(ctx: _Place, part: str, child: Callable[[_Place], list[str]]) -> list[str]:
+        here = _Place(f"{ctx.logical}.{part}", f"{ctx.physical}.{part}", ctx.ids)
+        return ([] if here.physical in ctx.ids else [here.logical]) + child(here)

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from dv_assets.mirror.delta.actions import AddFile
 from dv_assets.mirror.delta.data_files import record_count
 from dv_assets.mirror.delta.replay import DeltaTable, TableState, VersionChange
+from dv_assets.mirror.delta.schema import StructType
 
 
 def dv_cardinality(add: AddFile) -> int:
@@ -73,7 +74,7 @@ class CommitFacts:
     live_data_files: int
     live_dvs: int
     files: list[dict] = field(default_factory=list)  # one row per touched file, for the UI table
-    schema: dict = field(default_factory=dict)  # the version's Delta schema (metaData.schemaString, parsed)
+    schema: StructType | None = None  # the version's Delta schema (`Metadata.schema`)
 
 
 def _short(location: str, root: str) -> str:
@@ -134,7 +135,7 @@ def facts_of(change: VersionChange, state: TableState, root: str) -> CommitFacts
         live_data_files=len(state.files),
         live_dvs=sum(1 for f in state.files.values() if f.deletion_vector is not None),
         files=files,
-        schema=change.metadata.schema if change.metadata is not None else {},
+        schema=change.metadata.schema if change.metadata is not None else None,
     )
 
 

@@ -40,6 +40,7 @@ from dv_assets.mirror.iceberg.mirror_table import (
     Snapshot,
     SnapshotFiles,
 )
+from dv_assets.mirror.iceberg.types import Schema
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 
 # Iceberg Java exceptions that mean "someone else committed first": the plan is stale, nothing landed.
@@ -105,14 +106,14 @@ class IcebergJava:
             # the properties map once the metadata is rewritten.
             format_version=int(table.operations().current().formatVersion()),
             properties=dict(table.properties()),
-            schema=json.loads(self._iceberg.SchemaParser.toJson(table.schema())),
+            schema=self._schema(table.schema()),
             current_snapshot_id=None if current is None else int(current.snapshotId()),
             snapshots=tuple(self._snapshot(s) for s in table.snapshots()),
-            schemas={int(i): self._schema_json(s) for i, s in dict(table.schemas()).items()},
+            schemas={int(i): self._schema(s) for i, s in dict(table.schemas()).items()},
         )
 
-    def _schema_json(self, schema) -> dict[str, Any]:
-        return json.loads(self._iceberg.SchemaParser.toJson(schema))
+    def _schema(self, schema) -> Schema:
+        return Schema.from_json(json.loads(self._iceberg.SchemaParser.toJson(schema)))
 
     @staticmethod
     def _snapshot(snapshot) -> Snapshot:
@@ -194,7 +195,7 @@ class IcebergJava:
         table's first metadata file, and registered with the catalog.
         """
         iceberg = self._iceberg
-        schema = iceberg.SchemaParser.fromJson(json.dumps(new_table.schema_json))
+        schema = iceberg.SchemaParser.fromJson(json.dumps(new_table.schema.to_json()))
         spec = iceberg.PartitionSpecParser.fromJson(schema, json.dumps(new_table.partition_spec_json))
         props = self._jvm.java.util.HashMap()
         for key, value in new_table.properties.items():
@@ -259,13 +260,13 @@ class IcebergJava:
         table = txn.table()
         return CommitOutcome(
             snapshot_id=int(table.currentSnapshot().snapshotId()),
-            schema=json.loads(self._iceberg.SchemaParser.toJson(table.schema())),
+            schema=self._schema(table.schema()),
         )
 
     def _stage(self, txn, request: CommitRequest) -> None:
         """Every change of the request, inside the transaction (nothing is visible before it commits)."""
-        if request.schema_json is not None:
-            self._set_schema(txn, request.schema_json)
+        if request.schema is not None:
+            self._set_schema(txn, request.schema)
         properties = dict(request.properties)
         if request.name_mapping is not None:
             properties[NAME_MAPPING_PROPERTY] = json.dumps(request.name_mapping)
@@ -295,8 +296,8 @@ class IcebergJava:
         for key, value in request.summary.items():
             row_delta = row_delta.set(key, value)
         row_delta.commit()
-        if request.schema_json is not None:
-            planned = self._iceberg.SchemaParser.fromJson(json.dumps(request.schema_json))
+        if request.schema is not None:
+            planned = self._iceberg.SchemaParser.fromJson(json.dumps(request.schema.to_json()))
             if not txn.table().schema().sameSchema(planned):
                 raise RuntimeError(f"the staged schema is not the planned one for {request.delta_version}")
 
@@ -320,8 +321,8 @@ class IcebergJava:
             version=request.delta_version,
         )
 
-    def _set_schema(self, txn, schema_json: dict[str, Any]) -> None:
-        """Make `schema_json` the current schema inside the transaction, keeping its field ids.
+    def _set_schema(self, txn, new_schema: Schema) -> None:
+        """Make `new_schema` the current schema inside the transaction, keeping its field ids.
 
         `UpdateSchema` would number new columns itself; Delta's column-mapping ids must survive, so the
         transaction's own table operations get the new metadata (committed with the snapshot).
@@ -329,7 +330,7 @@ class IcebergJava:
         iceberg = self._iceberg
         ops = txn.table().operations()
         base = ops.current()
-        schema = iceberg.SchemaParser.fromJson(json.dumps(schema_json))
+        schema = iceberg.SchemaParser.fromJson(json.dumps(new_schema.to_json()))
         last_column_id = max(base.lastColumnId(), schema.highestFieldId())
         ops.commit(
             base, iceberg.TableMetadata.buildFrom(base).setCurrentSchema(schema, last_column_id).build()

@@ -26,19 +26,21 @@ MIN/MAX from metadata must not trust them: the mirror table should carry `MIRROR
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import struct
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any, Protocol
 
-from dv_assets.mirror.delta.column_mapping import field_metadata, physical_name
+from dv_assets.mirror.delta import schema as delta
+from dv_assets.mirror.delta.column_mapping import physical_name
+from dv_assets.mirror.iceberg import types as iceberg
 from dv_assets.mirror.iceberg.content_files import ColumnMetrics
 from dv_assets.mirror.iceberg.schema import ICEBERG_DECIMAL, matched_fields
+from dv_assets.mirror.schema_visitor import SchemaVisitor, visit
 
 DEFAULT_STRING_PREFIX_LENGTH = 32
 STRING_PREFIX_LENGTH_PROPERTY = "delta.dataSkippingStringPrefixLength"
@@ -66,7 +68,7 @@ class DeltaMetadataLike(Protocol):
     """The fields of `dv_assets.mirror.delta.actions.Metadata` this module reads."""
 
     @property
-    def schema(self) -> Mapping[str, Any]: ...
+    def schema(self) -> delta.StructType: ...
     @property
     def column_mapping_mode(self) -> str: ...
     @property
@@ -76,7 +78,7 @@ class DeltaMetadataLike(Protocol):
 
 
 def from_delta_stats(
-    stats: str | Mapping[str, Any] | None, iceberg_schema: Mapping[str, Any], metadata: DeltaMetadataLike
+    stats: str | Mapping[str, Any] | None, iceberg_schema: iceberg.Schema, metadata: DeltaMetadataLike
 ) -> IcebergMetrics:
     """`metrics_from_delta_stats` with the settings taken from the Delta table's metadata."""
     return metrics_from_delta_stats(
@@ -94,8 +96,8 @@ def from_delta_stats(
 def metrics_from_delta_stats(
     stats: str | Mapping[str, Any] | None,
     *,
-    delta_schema: Mapping[str, Any],
-    iceberg_schema: Mapping[str, Any],
+    delta_schema: delta.StructType,
+    iceberg_schema: iceberg.Schema,
     column_mapping_mode: str = "none",
     partition_columns: Sequence[str] = (),
     string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
@@ -151,46 +153,53 @@ class _Leaf:
 
 
 # The leaves of the last schemas asked for: every file of a version shares them, so the walk is done
-# once per version, not once per file. The key is a copy compared by value (a C-level dict comparison):
-# a schema changed in place can never be served stale leaves.
+# once per version, not once per file. The schemas are immutable values, so the key holds them as they
+# are: the same schema objects compare equal at once (by identity), and equal ones by value.
 _last_leaves: list[tuple[tuple[Any, ...], tuple[_Leaf, ...]]] = []
 
 
 def _leaves_of(
-    delta_schema: Mapping[str, Any], iceberg_schema: Mapping[str, Any], mode: str, partition_columns: tuple
+    delta_schema: delta.StructType, iceberg_schema: iceberg.Schema, mode: str, partition_columns: tuple
 ) -> tuple[_Leaf, ...]:
     key = (delta_schema, iceberg_schema, mode, partition_columns)
     last = _last_leaves[0] if _last_leaves else None  # one read: another thread may replace it
     if last is not None and last[0] == key:
         return last[1]
-    leaves = tuple(_leaves(delta_schema, iceberg_schema, mode, set(partition_columns)))
-    _last_leaves[:] = [(copy.deepcopy(key), leaves)]
+    data_columns = delta.StructType(tuple(f for f in delta_schema.fields if f.name not in partition_columns))
+    leaves = tuple(visit(data_columns, _Leaves(mode), (iceberg_schema.as_struct(), ())))
+    _last_leaves[:] = [(key, leaves)]
     return leaves
 
 
-def _leaves(
-    delta_schema: Mapping[str, Any], iceberg_schema: Mapping[str, Any], mode: str, partition_columns: set[str]
-) -> Iterator[_Leaf]:
+_Partner = tuple[iceberg.IcebergType, tuple[str, ...]]  # the Iceberg counterpart, the stats path
+
+
+class _Leaves(SchemaVisitor[_Partner, list[_Leaf]]):
     """Primitive columns reachable through structs, matched to Iceberg fields by (logical) name."""
 
-    def walk(delta_fields: Sequence[Mapping[str, Any]], iceberg_fields: Sequence[Mapping[str, Any]], path):
-        for delta_field, iceberg_field in matched_fields(delta_fields, iceberg_fields):
-            metadata = field_metadata(delta_field)
-            key = physical_name(delta_field, mode)
-            delta_type, iceberg_type = delta_field["type"], iceberg_field["type"]
-            if isinstance(delta_type, Mapping) and delta_type.get("type") == "struct":
-                if isinstance(iceberg_type, Mapping) and iceberg_type.get("type") == "struct":
-                    yield from walk(delta_type["fields"], iceberg_type["fields"], (*path, key))
-            elif isinstance(iceberg_type, str):
-                yield _Leaf(
-                    stats_path=(*path, key),
-                    field_id=iceberg_field["id"],
-                    iceberg_type=iceberg_type,
-                    skip_bounds=COLLATIONS_METADATA in metadata,
-                )
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
 
-    top_level = [f for f in delta_schema.get("fields", []) if f["name"] not in partition_columns]
-    yield from walk(top_level, iceberg_schema.get("fields", []), ())
+    def struct(self, struct: delta.StructType, ctx: _Partner, fields: Sequence[Callable]) -> list[_Leaf]:
+        partner, path = ctx
+        leaves: list[_Leaf] = []
+        for delta_field, child, iceberg_field in matched_fields(struct, fields, partner):
+            stats_path = (*path, physical_name(delta_field, self.mode))
+            if isinstance(delta_field.type, delta.StructType):
+                leaves += child((iceberg_field.type, stats_path))
+            elif isinstance(iceberg_field.type, iceberg.PrimitiveType):
+                skip_bounds = COLLATIONS_METADATA in delta_field.metadata
+                leaves.append(_Leaf(stats_path, iceberg_field.id, iceberg_field.type.name, skip_bounds))
+        return leaves
+
+    def list(self, array: delta.ArrayType, ctx: _Partner, element: Callable) -> list[_Leaf]:
+        return []  # nothing inside a list
+
+    def map(self, map_type: delta.MapType, ctx: _Partner, key: Callable, value: Callable) -> list[_Leaf]:
+        return []  # nor inside a map
+
+    def primitive(self, primitive: delta.PrimitiveType, ctx: _Partner) -> list[_Leaf]:
+        return []  # leaves are made by their struct, which knows the field
 
 
 def _lookup(values: Any, path: tuple[str, ...]) -> Any:

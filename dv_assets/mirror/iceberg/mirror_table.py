@@ -15,6 +15,7 @@ from typing import Any
 
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
+from dv_assets.mirror.iceberg.types import Schema
 
 # -- table properties the mirror writes -------------------------------------------------------------------
 DELTA_TABLE_PROPERTY = "dvmirror.delta-table"  # the Delta table's root: which table this one mirrors
@@ -166,10 +167,10 @@ class MirrorTable:
     location: str
     format_version: int
     properties: Mapping[str, str]
-    schema: dict[str, Any]  # Iceberg schema JSON (SchemaParser)
+    schema: Schema
     current_snapshot_id: int | None
     snapshots: tuple[Snapshot, ...]  # in the table's order (oldest first)
-    schemas: Mapping[int, dict[str, Any]] = field(default_factory=dict)  # schema id → its JSON, every one
+    schemas: Mapping[int, Schema] = field(default_factory=dict)  # schema id → schema, every one
 
     @property
     def current_snapshot(self) -> Snapshot | None:
@@ -178,7 +179,7 @@ class MirrorTable:
     def snapshot(self, snapshot_id: int | None) -> Snapshot | None:
         return next((s for s in self.snapshots if s.snapshot_id == snapshot_id), None)
 
-    def schema_of(self, snapshot: Snapshot) -> dict[str, Any]:
+    def schema_of(self, snapshot: Snapshot) -> Schema:
         """The schema the snapshot was written with (a version mirrored before a schema change keeps the
         old columns); the table's current one when the metadata does not say."""
         found = None if snapshot.schema_id is None else self.schemas.get(snapshot.schema_id)
@@ -227,7 +228,7 @@ class MirrorTable:
 class NewTable:
     """What creating the mirror table needs; field ids are kept exactly as given."""
 
-    schema_json: dict[str, Any]
+    schema: Schema
     partition_spec_json: dict[str, Any]
     properties: Mapping[str, str]
 
@@ -246,7 +247,7 @@ class CommitRequest:
     remove_delete_files: tuple[DeleteFile, ...] = ()
     # Set when the Delta schema changed: the table's new schema, field ids exactly as given, and the
     # name mapping that goes with it.
-    schema_json: dict[str, Any] | None = None
+    schema: Schema | None = None
     name_mapping: list[dict[str, Any]] | None = None
     # Table properties set in the same transaction (e.g. safety properties missing on older mirrors).
     properties: Mapping[str, str] = field(default_factory=dict)
@@ -255,7 +256,7 @@ class CommitRequest:
 @dataclass(frozen=True)
 class CommitOutcome:
     snapshot_id: int
-    schema: dict[str, Any]  # the table's schema after the commit
+    schema: Schema  # the table's schema after the commit
 
 
 @dataclass(frozen=True)

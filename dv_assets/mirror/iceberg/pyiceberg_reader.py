@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 from dv_assets.mirror.iceberg.mirror_table import MirrorTable, Snapshot
+from dv_assets.mirror.iceberg.types import Schema
 from dv_assets.mirror.settings import CatalogConfig
 
 
@@ -37,7 +38,7 @@ def mirror_table_of(table_name: str, table: Any) -> MirrorTable:
         location=table.location(),
         format_version=int(metadata.format_version),
         properties=dict(table.properties),
-        schema=json.loads(table.schema().model_dump_json()),
+        schema=schema_of(table.schema()),
         current_snapshot_id=metadata.current_snapshot_id,
         snapshots=tuple(
             Snapshot(
@@ -51,5 +52,10 @@ def mirror_table_of(table_name: str, table: Any) -> MirrorTable:
             )
             for s in metadata.snapshots
         ),
-        schemas={s.schema_id: json.loads(s.model_dump_json()) for s in metadata.schemas},
+        schemas={s.schema_id: schema_of(s) for s in metadata.schemas},
     )
+
+
+def schema_of(pyiceberg_schema: Any) -> Schema:
+    """A pyiceberg `Schema` as a `Schema` (through its JSON: the same keys as Iceberg Java's)."""
+    return Schema.from_json(json.loads(pyiceberg_schema.model_dump_json()))

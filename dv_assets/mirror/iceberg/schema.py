@@ -1,7 +1,9 @@
-"""Delta schema -> Iceberg schema JSON, name mapping, partition spec and partition values (pure).
+"""Delta schema -> Iceberg schema, name mapping, partition spec and partition values (pure).
 
-Iceberg JSON here is what Iceberg Java's `SchemaParser.fromJson` / `PartitionSpecParser.fromJson` and
-`NameMappingParser.fromJson` accept.
+Schemas are the typed values of `delta/schema.py` and `iceberg/types.py` (whose `to_json` is what Iceberg
+Java's `SchemaParser.fromJson` reads); partition specs and name mappings are the JSON Iceberg Java's
+`PartitionSpecParser.fromJson` and `NameMappingParser.fromJson` accept. Each walk over a schema is a
+visitor of that side's `visit`.
 
 Field ids, the contract with the Parquet files:
 * Column mapping `id` / `name`: Delta writes Parquet field ids equal to `delta.columnMapping.id`, and
@@ -21,23 +23,24 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from decimal import Context, Decimal, InvalidOperation
-from typing import Any
+from typing import Any, NamedTuple
 
+from dv_assets.mirror.delta import schema as delta
 from dv_assets.mirror.delta.column_mapping import (
     checked_mode,
     mapping_id,
     mapping_ids,
     nested_ids,
     physical_name,
-    walk_fields,
 )
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
-
-IcebergType = str | dict[str, Any]
+from dv_assets.mirror.iceberg import types as iceberg
+from dv_assets.mirror.iceberg.types import IcebergType, Schema
+from dv_assets.mirror.schema_visitor import SchemaVisitor, visit
 
 NESTED_ID_BASE = 1 << 30
 PARTITION_FIELD_ID_BASE = 1000
@@ -59,26 +62,26 @@ _PRIMITIVES: dict[str, str] = {
 _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 ICEBERG_DECIMAL = _DECIMAL  # Iceberg writes `decimal(P, S)`; both spellings parse
 
-Key = tuple[Any, ...]  # identifies a field across schema versions (see `_field_key`)
+Key = tuple[Any, ...]  # identifies a field across schema versions (see `_FieldKeys`)
 
 
 # --- schema conversion -----------------------------------------------------------------------------------
 
 
 def to_iceberg_schema(
-    delta_schema: Mapping[str, Any], column_mapping_mode: str = "none", *, schema_id: int = 0
-) -> dict[str, Any]:
-    """The Iceberg schema JSON of a Delta schema (`metaData.schemaString`, parsed)."""
+    delta_schema: delta.StructType, column_mapping_mode: str = "none", *, schema_id: int = 0
+) -> Schema:
+    """The Iceberg schema of a Delta schema (`Metadata.schema`)."""
     return evolve(None, delta_schema, column_mapping_mode, schema_id=schema_id)
 
 
 def evolve(
-    previous: Mapping[str, Any] | None,
-    delta_schema: Mapping[str, Any],
+    previous: Schema | None,
+    delta_schema: delta.StructType,
     column_mapping_mode: str,
     *,
     schema_id: int | None = None,
-) -> dict[str, Any]:
+) -> Schema:
     """The Iceberg schema for `delta_schema`, keeping the ids `previous` gave to the same columns.
 
     New columns get ids above the previous highest id (Iceberg's `last-column-id`). An upgrade to column
@@ -86,7 +89,7 @@ def evolve(
     """
     mode = checked_mode(column_mapping_mode)
     if schema_id is None:
-        schema_id = 0 if previous is None else int(previous.get("schema-id", 0)) + 1
+        schema_id = 0 if previous is None else (previous.schema_id or 0) + 1
     if previous is None:
         return _build(delta_schema, mode, {}, 0, schema_id)
     if _may_be_mapping_upgrade(previous, delta_schema, mode):
@@ -102,8 +105,8 @@ def evolve(
 
 
 def _build(
-    delta_schema: Mapping[str, Any], mode: str, known: dict[Key, int], previous_max: int, schema_id: int
-) -> dict[str, Any]:
+    delta_schema: delta.StructType, mode: str, known: dict[Key, int], previous_max: int, schema_id: int
+) -> Schema:
     delta_ids = list(mapping_ids(delta_schema)) if mode != "none" else []
     if any(i >= NESTED_ID_BASE for i in delta_ids):
         raise UnsupportedFeatureError(f"a delta.columnMapping.id is at or above {NESTED_ID_BASE}")
@@ -112,11 +115,12 @@ def _build(
     else:
         first_fresh = max([NESTED_ID_BASE, *(i + 1 for i in known.values() if i >= NESTED_ID_BASE)])
     builder = _SchemaBuilder(mode=mode, known=known, next_id=first_fresh)
-    fields = builder.struct_fields(_struct_fields(delta_schema, "schema"), parent_key=())
-    return {"type": "struct", "schema-id": schema_id, "fields": fields}
+    struct = visit(delta_schema, builder, _Where(key=(), nested_ids={}, nested_path=""))
+    assert isinstance(struct, iceberg.StructType)
+    return Schema(fields=struct.fields, schema_id=schema_id)
 
 
-def _may_be_mapping_upgrade(previous: Mapping[str, Any], delta_schema: Mapping[str, Any], mode: str) -> bool:
+def _may_be_mapping_upgrade(previous: Schema, delta_schema: delta.StructType, mode: str) -> bool:
     """Whether `previous` may have been built without column mapping for the columns `delta_schema` now
     maps: Delta's upgrade (ALTER TABLE SET TBLPROPERTIES delta.columnMapping.mode = 'name') gives existing
     columns physical names equal to their names, and a schema built without column mapping has no id in
@@ -125,11 +129,11 @@ def _may_be_mapping_upgrade(previous: Mapping[str, Any], delta_schema: Mapping[s
     return (
         mode != "none"
         and highest_field_id(previous) < NESTED_ID_BASE
-        and all(physical_name(f) == f["name"] for f in walk_fields(delta_schema))
+        and all(physical_name(f) == f.name for f in delta.all_fields(delta_schema))
     )
 
 
-def _check_upgrade_keeps_ids(previous: Mapping[str, Any], upgraded: Mapping[str, Any]) -> None:
+def _check_upgrade_keeps_ids(previous: Schema, upgraded: Schema) -> None:
     """Refuse an upgrade to column mapping that would change an Iceberg field id.
 
     Old Parquet files have no field ids (read through the name mapping), but those written from now on
@@ -148,13 +152,26 @@ def _check_upgrade_keeps_ids(previous: Mapping[str, Any], upgraded: Mapping[str,
             )
 
 
-def highest_field_id(iceberg_schema: Mapping[str, Any]) -> int:
-    """The largest field id anywhere in an Iceberg schema JSON (0 when it has no fields)."""
+def highest_field_id(iceberg_schema: Schema) -> int:
+    """The largest field id anywhere in an Iceberg schema (0 when it has no fields)."""
     return max((field_id for _, field_id in _iceberg_keys(iceberg_schema, "id")), default=0)
 
 
+class _Where(NamedTuple):
+    """Where the builder is: the key of the node, and the nested ids of the nearest struct field with the
+    physical path below it (`col-3.value`) that names the node's list/map parts in them."""
+
+    key: Key
+    nested_ids: Mapping[str, int]
+    nested_path: str
+
+
 @dataclass
-class _SchemaBuilder:
+class _SchemaBuilder(SchemaVisitor[_Where, IcebergType]):
+    """A Delta type -> the Iceberg type, with ids in Iceberg's order: a struct's fields first, then their
+    children (as `TypeUtil.assignFreshIds`); a list's element id (a map's key and value ids) before the
+    element's (key's, value's) own."""
+
     mode: str
     known: dict[Key, int]
     next_id: int
@@ -170,61 +187,54 @@ class _SchemaBuilder:
         self.used.add(field_id)
         return field_id
 
-    def struct_fields(self, delta_fields: list[Mapping[str, Any]], parent_key: Key) -> list[dict[str, Any]]:
-        # Iceberg's order: ids for all fields of a struct first, then for their children.
-        ids = []
-        for delta_field in delta_fields:
-            key = _field_key(parent_key, delta_field, self.mode)
-            fixed = mapping_id(delta_field) if self.mode != "none" else None
-            ids.append((key, self.take(key, fixed)))
-        out = []
-        for delta_field, (key, field_id) in zip(delta_fields, ids, strict=True):
-            nested = nested_ids(delta_field)
-            nested_path = physical_name(delta_field)
-            entry: dict[str, Any] = {
-                "id": field_id,
-                "name": delta_field["name"],
-                "required": not delta_field.get("nullable", True),
-                "type": self.type_(delta_field["type"], key, nested, nested_path),
-            }
-            comment = (delta_field.get("metadata") or {}).get("comment")
-            if isinstance(comment, str):
-                entry["doc"] = comment
-            out.append(entry)
-        return out
-
-    def type_(
-        self, delta_type: Any, key: Key, nested_ids: Mapping[str, int], nested_path: str
+    def struct(
+        self, struct: delta.StructType, ctx: _Where, fields: Sequence[Callable[[_Where], IcebergType]]
     ) -> IcebergType:
-        if isinstance(delta_type, str):
-            return primitive_type(delta_type)
-        kind = delta_type.get("type")
-        if kind == "struct":
-            return {"type": "struct", "fields": self.struct_fields(_struct_fields(delta_type, "struct"), key)}
-        if kind == "array":
-            element_key = (*key, "element")
-            element_id = self.take(element_key, nested_ids.get(f"{nested_path}.element"))
-            return {
-                "type": "list",
-                "element-id": element_id,
-                "element": self.type_(
-                    delta_type["elementType"], element_key, nested_ids, f"{nested_path}.element"
-                ),
-                "element-required": not delta_type.get("containsNull", True),
-            }
-        if kind == "map":
-            key_key, value_key = (*key, "key"), (*key, "value")
-            key_id = self.take(key_key, nested_ids.get(f"{nested_path}.key"))
-            value_id = self.take(value_key, nested_ids.get(f"{nested_path}.value"))
-            return {
-                "type": "map",
-                "key-id": key_id,
-                "key": self.type_(delta_type["keyType"], key_key, nested_ids, f"{nested_path}.key"),
-                "value-id": value_id,
-                "value": self.type_(delta_type["valueType"], value_key, nested_ids, f"{nested_path}.value"),
-                "value-required": not delta_type.get("valueContainsNull", True),
-            }
-        raise UnsupportedFeatureError(f"Delta type {delta_type!r} has no Iceberg equivalent")
+        keys = [_field_key(ctx.key, f, self.mode) for f in struct.fields]
+        ids = [
+            self.take(key, mapping_id(f) if self.mode != "none" else None)
+            for key, f in zip(keys, struct.fields, strict=True)
+        ]
+        return iceberg.StructType(
+            tuple(
+                iceberg.NestedField(
+                    id=field_id,
+                    name=f.name,
+                    required=not f.nullable,
+                    type=child(_Where(key, nested_ids(f), physical_name(f))),
+                    doc=f.comment,
+                )
+                for f, key, field_id, child in zip(struct.fields, keys, ids, fields, strict=True)
+            )
+        )
+
+    def list(
+        self, array: delta.ArrayType, ctx: _Where, element: Callable[[_Where], IcebergType]
+    ) -> IcebergType:
+        where = self._part(ctx, "element")
+        element_id = self.take(where.key, ctx.nested_ids.get(where.nested_path))
+        return iceberg.ListType(element_id, element(where), element_required=not array.contains_null)
+
+    def map(
+        self,
+        map_type: delta.MapType,
+        ctx: _Where,
+        key: Callable[[_Where], IcebergType],
+        value: Callable[[_Where], IcebergType],
+    ) -> IcebergType:
+        key_at, value_at = self._part(ctx, "key"), self._part(ctx, "value")
+        key_id = self.take(key_at.key, ctx.nested_ids.get(key_at.nested_path))
+        value_id = self.take(value_at.key, ctx.nested_ids.get(value_at.nested_path))
+        return iceberg.MapType(
+            key_id, key(key_at), value_id, value(value_at), value_required=not map_type.value_contains_null
+        )
+
+    def primitive(self, primitive: delta.PrimitiveType, ctx: _Where) -> IcebergType:
+        return iceberg.PrimitiveType(primitive_type(primitive.name))
+
+    @staticmethod
+    def _part(ctx: _Where, part: str) -> _Where:
+        return _Where((*ctx.key, part), ctx.nested_ids, f"{ctx.nested_path}.{part}")
 
 
 def primitive_type(delta_type: str) -> str:
@@ -237,49 +247,53 @@ def primitive_type(delta_type: str) -> str:
     raise UnsupportedFeatureError(f"Delta type {delta_type!r} has no Iceberg equivalent")
 
 
-def _struct_fields(struct: Mapping[str, Any], where: str) -> list[Mapping[str, Any]]:
-    fields = struct.get("fields")
-    if struct.get("type") != "struct" or not isinstance(fields, list):
-        raise MirrorInputError(f"Delta {where} is not a struct with fields: {struct!r}")
-    return fields
-
-
-def _field_key(parent_key: Key, delta_field: Mapping[str, Any], mode: str) -> Key:
+def _field_key(parent_key: Key, delta_field: delta.StructField, mode: str) -> Key:
     """With column mapping a field is its Delta id (renames keep it); without, its name path."""
     if mode == "none":
-        return (*parent_key, delta_field["name"])
+        return (*parent_key, delta_field.name)
     return ("id", mapping_id(delta_field))
 
 
-def _iceberg_keys(iceberg_schema: Mapping[str, Any], mode: str) -> Iterator[tuple[Key, int]]:
-    """(key, id) for every field, element, key and value of an Iceberg schema JSON."""
+class _FieldKeys(SchemaVisitor[Key, list[tuple[Key, int]]]):
+    """(key, id) for every field, element, key and value of an Iceberg type, parents first; a key as
+    `_field_key` gives it (list and map parts: their parent's key and `element` / `key` / `value`)."""
 
-    def walk(iceberg_type: IcebergType, key: Key) -> Iterator[tuple[Key, int]]:
-        if not isinstance(iceberg_type, Mapping):
-            return
-        kind = iceberg_type["type"]
-        if kind == "struct":
-            for iceberg_field in iceberg_type["fields"]:
-                field_key = (*key, iceberg_field["name"]) if mode == "none" else ("id", iceberg_field["id"])
-                yield field_key, iceberg_field["id"]
-                yield from walk(iceberg_field["type"], field_key)
-        elif kind == "list":
-            yield (*key, "element"), iceberg_type["element-id"]
-            yield from walk(iceberg_type["element"], (*key, "element"))
-        elif kind == "map":
-            yield (*key, "key"), iceberg_type["key-id"]
-            yield (*key, "value"), iceberg_type["value-id"]
-            yield from walk(iceberg_type["key"], (*key, "key"))
-            yield from walk(iceberg_type["value"], (*key, "value"))
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
 
-    yield from walk(iceberg_schema, ())
+    def struct(
+        self, struct: iceberg.StructType, ctx: Key, fields: Sequence[Callable[[Key], list[tuple[Key, int]]]]
+    ) -> list[tuple[Key, int]]:
+        out: list[tuple[Key, int]] = []
+        for f, child in zip(struct.fields, fields, strict=True):
+            key = (*ctx, f.name) if self.mode == "none" else ("id", f.id)
+            out += [(key, f.id), *child(key)]
+        return out
+
+    def list(
+        self, list_type: iceberg.ListType, ctx: Key, element: Callable[[Key], list[tuple[Key, int]]]
+    ) -> list[tuple[Key, int]]:
+        return [((*ctx, "element"), list_type.element_id), *element((*ctx, "element"))]
+
+    def map(
+        self, map_type: iceberg.MapType, ctx: Key, key: Callable, value: Callable
+    ) -> list[tuple[Key, int]]:
+        key_key, value_key = (*ctx, "key"), (*ctx, "value")
+        return [(key_key, map_type.key_id), (value_key, map_type.value_id), *key(key_key), *value(value_key)]
+
+    def primitive(self, primitive: iceberg.PrimitiveType, ctx: Key) -> list[tuple[Key, int]]:
+        return []
+
+
+def _iceberg_keys(iceberg_schema: Schema, mode: str) -> list[tuple[Key, int]]:
+    return visit(iceberg_schema.as_struct(), _FieldKeys(mode), ())
 
 
 # --- name mapping ----------------------------------------------------------------------------------------
 
 
 def name_mapping(
-    iceberg_schema: Mapping[str, Any], delta_schema: Mapping[str, Any], column_mapping_mode: str
+    iceberg_schema: Schema, delta_schema: delta.StructType, column_mapping_mode: str
 ) -> list[dict[str, Any]]:
     """`schema.name-mapping.default`: how readers find columns in Parquet files without field ids.
 
@@ -288,85 +302,84 @@ def name_mapping(
     fields by logical name), so the mapping is right for whatever schema the table ended up with.
     """
     mode = checked_mode(column_mapping_mode)
-    return _mapped_fields(_struct_fields(delta_schema, "schema"), iceberg_schema["fields"], mode)
+    return visit(delta_schema, _NameMapping(mode), iceberg_schema.as_struct())
 
 
 def matched_fields(
-    delta_fields: Sequence[Mapping[str, Any]], iceberg_fields: Sequence[Mapping[str, Any]]
-) -> Iterator[tuple[Mapping[str, Any], Mapping[str, Any]]]:
-    """(Delta field, Iceberg field) pairs of one struct, matched by logical name; fields only one side
-    has are skipped (the Iceberg schema may be another version of the table's)."""
-    by_name = {f["name"]: f for f in iceberg_fields}
-    for delta_field in delta_fields:
-        iceberg_field = by_name.get(delta_field["name"])
+    delta_struct: delta.StructType, fields: Sequence[Callable[[Any], Any]], partner: IcebergType
+) -> Iterator[tuple[delta.StructField, Callable[[Any], Any], iceberg.NestedField]]:
+    """(Delta field, its child visit, Iceberg field) of one struct, matched by logical name; fields only
+    one side has are skipped (the Iceberg schema may be another version of the table's), and so are all
+    when `partner` is no struct."""
+    if not isinstance(partner, iceberg.StructType):
+        return
+    by_name = {f.name: f for f in partner.fields}
+    for delta_field, child in zip(delta_struct.fields, fields, strict=True):
+        iceberg_field = by_name.get(delta_field.name)
         if iceberg_field is not None:
-            yield delta_field, iceberg_field
+            yield delta_field, child, iceberg_field
 
 
-def _mapped_fields(
-    delta_fields: Sequence[Mapping[str, Any]], iceberg_fields: Sequence[Mapping[str, Any]], mode: str
-) -> list[dict[str, Any]]:
-    return [
-        _mapping_entry(
-            physical_name(delta_field, mode),
-            iceberg_field["id"],
-            delta_field["type"],
-            iceberg_field["type"],
-            mode,
-        )
-        for delta_field, iceberg_field in matched_fields(delta_fields, iceberg_fields)
-    ]
+class _NameMapping(SchemaVisitor[IcebergType, list[dict[str, Any]]]):
+    """The mapping entries of a Delta type's children, visited with its Iceberg counterpart."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    def struct(
+        self, struct: delta.StructType, ctx: IcebergType, fields: Sequence[Callable]
+    ) -> list[dict[str, Any]]:
+        return [
+            _mapping_entry(physical_name(delta_field, self.mode), iceberg_field.id, child(iceberg_field.type))
+            for delta_field, child, iceberg_field in matched_fields(struct, fields, ctx)
+        ]
+
+    def list(self, array: delta.ArrayType, ctx: IcebergType, element: Callable) -> list[dict[str, Any]]:
+        if not isinstance(ctx, iceberg.ListType):
+            return []
+        return [_mapping_entry("element", ctx.element_id, element(ctx.element_type))]
+
+    def map(
+        self, map_type: delta.MapType, ctx: IcebergType, key: Callable, value: Callable
+    ) -> list[dict[str, Any]]:
+        if not isinstance(ctx, iceberg.MapType):
+            return []
+        return [
+            _mapping_entry("key", ctx.key_id, key(ctx.key_type)),
+            _mapping_entry("value", ctx.value_id, value(ctx.value_type)),
+        ]
+
+    def primitive(self, primitive: delta.PrimitiveType, ctx: IcebergType) -> list[dict[str, Any]]:
+        return []
 
 
-def _mapping_entry(
-    name: str, field_id: int, delta_type: Any, iceberg_type: IcebergType, mode: str
-) -> dict[str, Any]:
+def _mapping_entry(name: str, field_id: int, children: list[dict[str, Any]]) -> dict[str, Any]:
     entry: dict[str, Any] = {"field-id": field_id, "names": [name]}
-    children = _mapped_children(delta_type, iceberg_type, mode)
     if children:
         entry["fields"] = children
     return entry
-
-
-def _mapped_children(delta_type: Any, iceberg_type: IcebergType, mode: str) -> list[dict[str, Any]]:
-    if not isinstance(delta_type, Mapping) or not isinstance(iceberg_type, Mapping):
-        return []
-    kind = delta_type["type"]
-    if kind == "struct" and iceberg_type["type"] == "struct":
-        return _mapped_fields(delta_type["fields"], iceberg_type["fields"], mode)
-    if kind == "array" and iceberg_type["type"] == "list":
-        element = (delta_type["elementType"], iceberg_type["element"])
-        return [_mapping_entry("element", iceberg_type["element-id"], *element, mode)]
-    if kind == "map" and iceberg_type["type"] == "map":
-        key = (delta_type["keyType"], iceberg_type["key"])
-        value = (delta_type["valueType"], iceberg_type["value"])
-        return [
-            _mapping_entry("key", iceberg_type["key-id"], *key, mode),
-            _mapping_entry("value", iceberg_type["value-id"], *value, mode),
-        ]
-    return []
 
 
 # --- partitioning ----------------------------------------------------------------------------------------
 
 
 def partition_spec(
-    iceberg_schema: Mapping[str, Any], partition_columns: Sequence[str], *, spec_id: int = 0
+    iceberg_schema: Schema, partition_columns: Sequence[str], *, spec_id: int = 0
 ) -> dict[str, Any]:
     """Identity partitioning on Delta's partition columns (logical top-level names), field ids from 1000."""
-    by_name = {f["name"]: f for f in iceberg_schema["fields"]}
+    by_name = {f.name: f for f in iceberg_schema.fields}
     fields = []
     for index, column in enumerate(partition_columns):
         source = by_name.get(column)
         if source is None:
             raise MirrorInputError(f"partition column {column!r} is not a top-level column of the schema")
-        if not isinstance(source["type"], str):
+        if not isinstance(source.type, iceberg.PrimitiveType):
             raise MirrorInputError(f"partition column {column!r} is not of a primitive type")
         fields.append(
             {
                 "name": column,
                 "transform": "identity",
-                "source-id": source["id"],
+                "source-id": source.id,
                 "field-id": PARTITION_FIELD_ID_BASE + index,
             }
         )
@@ -377,12 +390,12 @@ _EPOCH_DATE = date(1970, 1, 1)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def partition_value(value: str | None, iceberg_schema: Mapping[str, Any], column: str) -> Any:
+def partition_value(value: str | None, iceberg_schema: Schema, column: str) -> Any:
     """The Iceberg single-value JSON of a Delta partition value of top-level `column`."""
-    source = next((f for f in iceberg_schema["fields"] if f["name"] == column), None)
+    source = next((f for f in iceberg_schema.fields if f.name == column), None)
     if source is None:
         raise MirrorInputError(f"partition column {column!r} is not a top-level column of the schema")
-    return partition_value_to_json(value, source["type"], column=column)
+    return partition_value_to_json(value, source.type, column=column)
 
 
 def partition_value_typed(value: str | None, iceberg_type: IcebergType) -> Any:
@@ -399,10 +412,10 @@ def partition_value_typed(value: str | None, iceberg_type: IcebergType) -> Any:
     """
     if value is None or value == "":
         return None
-    if not isinstance(iceberg_type, str):
-        raise MirrorInputError(f"partition value {value!r} for non-primitive type {iceberg_type!r}")
+    if not isinstance(iceberg_type, iceberg.PrimitiveType):
+        raise MirrorInputError(f"partition value {value!r} for non-primitive type {iceberg_type}")
     try:
-        return _parse_partition_value(value, iceberg_type)
+        return _parse_partition_value(value, iceberg_type.name)
     except (ValueError, InvalidOperation) as exc:
         raise MirrorInputError(f"partition value {value!r} is not a valid {iceberg_type}: {exc}") from exc
 
@@ -471,13 +484,14 @@ def partition_value_to_json(
             f"partition value {value!r}{where} ({iceberg_type}) cannot be represented as an Iceberg "
             "partition value: Iceberg's single-value JSON has no NaN or infinity"
         )
-    if iceberg_type == "date":
+    name = str(iceberg_type)  # a primitive: partition_value_typed refuses the others
+    if name == "date":
         return date.fromordinal(_EPOCH_DATE.toordinal() + internal).isoformat()
-    if iceberg_type in ("timestamp", "timestamptz"):
+    if name in ("timestamp", "timestamptz"):
         instant = _EPOCH + timedelta(microseconds=internal)
         text = instant.replace(tzinfo=None).isoformat(timespec="microseconds")
-        return f"{text}+00:00" if iceberg_type == "timestamptz" else text
-    if iceberg_type == "binary":
+        return f"{text}+00:00" if name == "timestamptz" else text
+    if name == "binary":
         return internal.hex().upper()
     if isinstance(internal, Decimal):
         return str(internal)
