@@ -19,6 +19,7 @@ from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from tests.helpers.dagster import tables_file
 from tests.helpers.processes import dvmirror_env, run
+from tests.helpers.settings import leaky_environment
 
 REPO = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent
@@ -222,13 +223,7 @@ def test_the_delta_log_readers_and_spark_share_the_code_locations_one_catalog(tm
     """The tables' explicit catalog is the whole catalog: DVMIRROR_CONFIG's (other S3 keys) and
     DVMIRROR_WAREHOUSE do not leak in, and the sensors read the Delta log with exactly the storage
     settings Spark gets."""
-    config = tmp_path / "leaky.yaml"
-    config.write_text(
-        "catalog:\n  type: rest\n  uri: http://leaked:8181\n  s3.endpoint: http://leaked:9000\n"
-        "  s3.access-key-id: leaked\n"
-    )
-    monkeypatch.setenv("DVMIRROR_CONFIG", str(config))
-    monkeypatch.setenv("DVMIRROR_WAREHOUSE", str(tmp_path / "leaked-warehouse"))
+    leaky_environment(tmp_path, monkeypatch)
     explicit = {
         "type": "jdbc",
         "uri": f"jdbc:sqlite:{tmp_path / 'c.db'}",

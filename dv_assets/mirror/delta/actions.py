@@ -317,7 +317,7 @@ class Metadata:
 
     def with_protocol(self, protocol: Protocol) -> Metadata:
         """This metadata as it reads under `protocol` (the same object when that changes nothing)."""
-        supported = column_mapping.supported_by(protocol)
+        supported = protocol.supports_column_mapping
         if supported == self.column_mapping_supported:
             return self
         return dataclasses.replace(self, column_mapping_supported=supported)
@@ -360,6 +360,20 @@ class Protocol:
             reader_features=_features(raw.get("readerFeatures")),
             writer_features=_features(raw.get("writerFeatures")),
         )
+
+    @property
+    def supports_column_mapping(self) -> bool:
+        """Whether this protocol lets `delta.columnMapping.mode` take effect, as delta-kernel-rs's
+        `column_mapping_mode(protocol, table_properties)` decides: reader version 2 (legacy, which implies
+        column mapping), or 3 with the `columnMapping` feature. Elsewhere (reader version 1, or 3 without the
+        feature) the property is allowed but ignored (PROTOCOL.md, "Column Mapping"): the mode is `none`.
+
+        Like delta-kernel-rs, the feature is looked up in writerFeatures, of which readerFeatures is a subset:
+        Delta Spark has written column-mapped tables that list it there only (delta-io/delta#3154).
+        """
+        if self.min_reader_version == 2:
+            return True
+        return self.min_reader_version == 3 and column_mapping.FEATURE in (self.writer_features or ())
 
 
 def _features(raw: Iterable[str] | None) -> frozenset[str] | None:

@@ -10,7 +10,7 @@ Without column mapping (`none`) a field's physical name is its logical name and 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 from dv_assets.mirror.delta.schema import (
     ArrayType,
@@ -22,9 +22,6 @@ from dv_assets.mirror.delta.schema import (
 )
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
 from dv_assets.mirror.schema_visitor import SchemaVisitor, visit
-
-if TYPE_CHECKING:  # actions.py imports this module
-    from dv_assets.mirror.delta.actions import Protocol
 
 ColumnMappingMode = Literal["none", "id", "name"]
 MODES: tuple[ColumnMappingMode, ...] = ("none", "id", "name")
@@ -38,22 +35,8 @@ NESTED_IDS = "delta.columnMapping.nested.ids"
 
 def mode_of(configuration: Mapping[str, str]) -> ColumnMappingMode:
     """The mode `metaData.configuration` names ('none' when unset); it takes effect only where the
-    protocol supports column mapping (`supported_by`)."""
+    protocol supports column mapping (`Protocol.supports_column_mapping`)."""
     return checked_mode(configuration.get(MODE_KEY))
-
-
-def supported_by(protocol: Protocol) -> bool:
-    """Whether the protocol lets `delta.columnMapping.mode` take effect, as delta-kernel-rs's
-    `column_mapping_mode(protocol, table_properties)` decides: reader version 2 (legacy, which implies
-    column mapping), or 3 with the `columnMapping` feature. Elsewhere (reader version 1, or 3 without the
-    feature) the property is allowed but ignored (PROTOCOL.md, "Column Mapping"): the mode is `none`.
-
-    Like delta-kernel-rs, the feature is looked up in writerFeatures, of which readerFeatures is a subset:
-    Delta Spark has written column-mapped tables that list it there only (delta-io/delta#3154).
-    """
-    if protocol.min_reader_version == 2:
-        return True
-    return protocol.min_reader_version == 3 and FEATURE in (protocol.writer_features or ())
 
 
 def has_annotations(schema: StructType) -> bool:

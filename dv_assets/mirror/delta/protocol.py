@@ -56,7 +56,7 @@ def check_column_mapping(protocol: Protocol, metadata: Metadata, *, table: str, 
     them by physical name or id, and the mirror cannot tell which columns the files hold. Without those
     annotations every reading is by logical name, and so is the mirror's."""
     configured = metadata.configuration.get(column_mapping.MODE_KEY)
-    if configured in (None, "none") or column_mapping.supported_by(protocol):
+    if configured in (None, "none") or protocol.supports_column_mapping:
         return
     try:
         annotated = column_mapping.has_annotations(metadata.schema)

@@ -358,7 +358,7 @@ def _mapping_switched(before: Protocol | None, after: Protocol, metadata: Metada
     mode on or off (a mode string even unknown counts: reading it refuses it later)."""
     if before is None or metadata.configuration.get(column_mapping.MODE_KEY, "none") == "none":
         return False
-    return column_mapping.supported_by(before) != column_mapping.supported_by(after)
+    return before.supports_column_mapping != after.supports_column_mapping
 
 
 def _drop_stats(files: dict[str, AddFile], handed_out: Iterable[AddFile]) -> None:
