@@ -1,4 +1,5 @@
-"""The Iceberg JSON the mirror sends to Iceberg Java stays byte for byte what it was.
+"""The typed schemas (issue 15): the Iceberg JSON the mirror sends to Iceberg Java stays byte for byte
+what it was, it is Iceberg Java's own JSON, and both sides' schemas round-trip through their JSON.
 
 `tests/data/schema_json_before_issue_15.json` was recorded from the dict-based schema code before the
 schemas became typed (issue 15): for each Delta schema (evolved from an earlier case's result when
