@@ -3,7 +3,7 @@ snapshot was written with, and the DV findings of a snapshot against Delta's DVs
 
 from __future__ import annotations
 
-from dv_assets.mirror import MirrorTable, Snapshot, SnapshotTotals
+from dv_assets.mirror import MirrorTable, Schema, Snapshot, SnapshotTotals
 from dv_assets.mirror.verify import DeleteFileRow, compare_dvs
 
 
@@ -29,9 +29,9 @@ def test_live_rows_from_the_summary_or_why_not() -> None:
     )
     assert equality.live_rows is None
     assert equality.live_rows_problem == "the snapshot has 4 equality deletes; rows are not countable"
-    assert SnapshotTotals.of(
-        {"total-records": "1", "total-position-deletes": "0", "total-equality-deletes": ""}
-    )
+    blank_equality = {"total-records": "1", "total-position-deletes": "0", "total-equality-deletes": ""}
+    assert SnapshotTotals.of(blank_equality)
+    assert SnapshotTotals.of(blank_equality).live_rows == 1  # an empty total counts as none, not a refusal
     assert snapshot({"added-dvs": "2", "added-delete-files": "5"}).dvs_added == 2
     assert snapshot({"added-delete-files": "5"}).dvs_added == 5
     assert snapshot({}).dvs_added == 0
@@ -48,6 +48,7 @@ def test_a_snapshot_keeps_the_schema_it_was_written_with() -> None:
         "schema-id": 1,
         "fields": [*old["fields"], {"id": 2, "name": "b", "required": False, "type": "int"}],
     }
+    old, new = Schema.from_json(old), Schema.from_json(new)  # MirrorTable holds typed schemas
     first, second, unknown = snapshot({}, 1, 0), snapshot({}, 2, 1), snapshot({}, 3, None)
     table = MirrorTable("n.t", "/wh/t", 3, {}, new, 2, (first, second, unknown), {0: old, 1: new})
     assert table.snapshot(1) is first and table.snapshot(9) is None
