@@ -76,10 +76,6 @@ class IcebergSparkResource(LazyPySparkResource):
             **fields,
         )
 
-    @classmethod
-    def for_catalog(cls, catalog: CatalogConfig, **fields: Any) -> IcebergSparkResource:
-        return cls(catalog_properties=dict(catalog.properties), **fields)
-
     @property
     def settings(self) -> MirrorSettings:
         """The mirror's settings from the fields, resolved once per resource object."""

@@ -17,7 +17,7 @@ from dv_assets.definitions import load_definitions, project_definitions
 from dv_assets.defs.factory import sources_of, spark_resource_of
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
-from tests.helpers.dagster import tables_file
+from tests.helpers.dagster import settings_of, tables_file
 from tests.helpers.processes import dvmirror_env, run
 from tests.helpers.settings import leaky_environment
 
@@ -206,7 +206,7 @@ def test_the_delta_log_is_read_with_the_catalogs_storage_settings_which_stay_out
         }
     )
     source = DeltaSource(name="lake", delta_path="s3a://lake/delta/t", iceberg_table="ns.lake")
-    defs = build_source_definitions(source, catalog)
+    defs = build_source_definitions(source, settings_of(catalog))
     # The sensors, checks and the Delta asset read the log through the built source's `delta_table()`.
     built = build_source(source, catalog).source
     assert built.delta_table()._log._io.properties == {

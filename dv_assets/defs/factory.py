@@ -9,8 +9,7 @@ one resource object (`spark_resource`).
 
 The definitions take the code location's `MirrorSettings` (resolved once, `dv_assets.definitions`): the
 `spark` resource holds them, and the sensors and the Delta-log readers use the same catalog (its storage
-settings). A `CatalogConfig` alone (tests) stands for the environment's settings over that catalog,
-which the resource resolves when it starts Spark.
+settings).
 """
 
 from __future__ import annotations
@@ -68,26 +67,17 @@ def build_source(source: DeltaSource, catalog: CatalogConfig | None = None) -> S
     )
 
 
-Settings = MirrorSettings | CatalogConfig
-
-
-def catalog_of(settings: Settings) -> CatalogConfig:
-    return settings if isinstance(settings, CatalogConfig) else settings.catalog
-
-
 @cache
-def spark_resource(settings: Settings) -> IcebergSparkResource:
+def spark_resource(settings: MirrorSettings) -> IcebergSparkResource:
     """One resource object per settings: `dg.Definitions.merge` accepts a resource key from several
     definitions only when it is the same object."""
-    if isinstance(settings, CatalogConfig):
-        return IcebergSparkResource.for_catalog(settings)
     return IcebergSparkResource.for_settings(settings)
 
 
-def build_source_definitions(source: DeltaSource, settings: Settings) -> dg.Definitions:
+def build_source_definitions(source: DeltaSource, settings: MirrorSettings) -> dg.Definitions:
     """Everything of one source: both assets, the checks, `mirror_<name>`, `checks_<name>`,
     `cleanup_<name>`, `delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`."""
-    catalog = catalog_of(settings)
+    catalog = settings.catalog
     built = build_source(source, catalog)
     source = built.source
     cleanup_job = build_cleanup_job([source], source.cleanup_job_name, source.cleanup_op_name)
@@ -126,7 +116,7 @@ def spark_resource_of(defs: dg.Definitions) -> IcebergSparkResource:
     return resource
 
 
-def build_definitions(sources: list[DeltaSource], settings: Settings) -> dg.Definitions:
+def build_definitions(sources: list[DeltaSource], settings: MirrorSettings) -> dg.Definitions:
     return (
         dg.Definitions.merge(*(build_source_definitions(s, settings) for s in sources))
         if sources

@@ -15,7 +15,7 @@ from dagster._core.event_api import PartitionKeyFilter  # the check-storage quer
 from dv_assets.defs.factory import SourceDefinitions, build_definitions, build_source
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror.iceberg.maintenance import Retention
-from dv_assets.mirror.settings import CatalogConfig
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from resources.spark import IcebergSparkResource
 
 _counter = itertools.count()
@@ -60,11 +60,17 @@ def sources_file(path: Path, catalog: CatalogConfig, *sources: DeltaSource) -> s
 
 
 def resources(catalog: CatalogConfig) -> dict:
-    return {"spark": IcebergSparkResource.for_catalog(catalog)}
+    return {"spark": IcebergSparkResource.for_settings(settings_of(catalog))}
+
+
+def settings_of(catalog: CatalogConfig) -> MirrorSettings:
+    """The code location's settings for a test's catalog (the rest from the environment, as a code location
+    resolves them)."""
+    return MirrorSettings.resolve(catalog=catalog)
 
 
 def definitions(sources: list[DeltaSource], catalog: CatalogConfig) -> dg.Definitions:
-    return build_definitions(sources, catalog)
+    return build_definitions(sources, settings_of(catalog))
 
 
 def add_partitions(instance: dg.DagsterInstance, built: SourceDefinitions, versions: list[int]) -> None:
