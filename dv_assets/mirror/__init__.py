@@ -56,6 +56,8 @@ _EXPORTS = {
     "Retention": "dv_assets.mirror.iceberg.maintenance",
     "MaintenanceReport": "dv_assets.mirror.iceberg.maintenance",
     "expire_and_reclaim": "dv_assets.mirror.iceberg.maintenance",
+    "MirrorStatus": "dv_assets.mirror.status",
+    "mirror_status": "dv_assets.mirror.status",
     "DvFindings": "dv_assets.mirror.verify",
     "dv_findings": "dv_assets.mirror.verify",
 }

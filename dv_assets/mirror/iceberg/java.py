@@ -110,6 +110,7 @@ class IcebergJava:
             current_snapshot_id=None if current is None else int(current.snapshotId()),
             snapshots=tuple(self._snapshot(s) for s in table.snapshots()),
             schemas={int(i): self._schema(s) for i, s in dict(table.schemas()).items()},
+            metadata_location=str(table.operations().current().metadataFileLocation()),
         )
 
     def _schema(self, schema) -> Schema:

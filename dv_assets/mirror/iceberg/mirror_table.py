@@ -64,7 +64,8 @@ CONTENT_SUMMARY_KEYS = (
 TOTAL_RECORDS_SUMMARY = "total-records"
 TOTAL_POSITION_DELETES_SUMMARY = "total-position-deletes"  # v3 DVs' rows are counted here too
 TOTAL_EQUALITY_DELETES_SUMMARY = "total-equality-deletes"
-TOTAL_DELETE_FILES_SUMMARY = "total-delete-files"
+TOTAL_DELETE_FILES_SUMMARY = "total-delete-files"  # a v3 DV is one delete-file entry
+TOTAL_DATA_FILES_SUMMARY = "total-data-files"
 ADDED_DVS_SUMMARY = "added-dvs"
 ADDED_DELETE_FILES_SUMMARY = "added-delete-files"
 
@@ -82,6 +83,7 @@ class SnapshotTotals:
     position_deletes: int | None
     equality_deletes: int | None
     delete_files: int | None
+    data_files: int | None = None
 
     @classmethod
     def of(cls, summary: Mapping[str, str]) -> SnapshotTotals:
@@ -91,6 +93,7 @@ class SnapshotTotals:
             position_deletes=_total(summary, TOTAL_POSITION_DELETES_SUMMARY),
             equality_deletes=None if equality is None else int(equality or 0),
             delete_files=_total(summary, TOTAL_DELETE_FILES_SUMMARY),
+            data_files=_total(summary, TOTAL_DATA_FILES_SUMMARY),
         )
 
     @property
@@ -171,6 +174,8 @@ class MirrorTable:
     current_snapshot_id: int | None
     snapshots: tuple[Snapshot, ...]  # in the table's order (oldest first)
     schemas: Mapping[int, Schema] = field(default_factory=dict)  # schema id → schema, every one
+    # The table's current metadata file: where a reader without the catalog (DuckDB, iceberg-rust) starts.
+    metadata_location: str | None = None
 
     @property
     def current_snapshot(self) -> Snapshot | None:

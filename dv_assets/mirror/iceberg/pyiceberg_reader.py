@@ -53,6 +53,7 @@ def mirror_table_of(table_name: str, table: Any) -> MirrorTable:
             for s in metadata.snapshots
         ),
         schemas={s.schema_id: schema_of(s) for s in metadata.schemas},
+        metadata_location=table.metadata_location,
     )
 
 

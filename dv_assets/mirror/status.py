@@ -1,0 +1,87 @@
+"""Where a mirror stands against its Delta table: the mirrored version, Delta's latest, the lag, and the
+mirror's current snapshot. Read from the Delta log and a `MirrorTable` value (pyiceberg or Iceberg Java),
+so it needs no JVM; the Dagster overview and sensors, and `dvmirror status`, all report this one value.
+
+The lag in seconds is how long the oldest Delta commit the mirror lacks has been waiting: 0 when the
+mirror is up to date, and it grows until that commit is mirrored, whatever came after it.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.iceberg.mirror_table import MirrorTable
+
+
+@dataclass(frozen=True)
+class MirrorStatus:
+    delta_path: str
+    iceberg_table: str
+    delta_latest_version: int
+    mirrored_version: int | None  # None: no table yet, or nothing mirrored
+    lag_versions: int
+    lag_seconds: float | None  # None: the first missing commit's time is unknown (no commitInfo)
+    first_missing_commit_ms: int | None
+    snapshot_id: int | None
+    metadata_location: str | None
+    format_version: int | None
+    live_rows: int | None  # from the current mirrored snapshot's summary
+    live_data_files: int | None
+    live_delete_files: int | None  # v3: the live DVs (one delete-file entry each)
+
+    @property
+    def up_to_date(self) -> bool:
+        return self.lag_versions == 0
+
+
+def commit_time_ms(delta: DeltaTable, version: int) -> int | None:
+    """When the version was committed: its in-commit timestamp, else the writer's commitInfo timestamp;
+    None when the log no longer holds the commit or it has no commitInfo timestamp."""
+    info = delta.commit_info(version)
+    if info is None:
+        return None
+    return info.in_commit_timestamp if info.in_commit_timestamp is not None else info.timestamp
+
+
+def mirror_status(
+    delta: DeltaTable,
+    mirror: MirrorTable | None,
+    iceberg_table: str,
+    *,
+    now_ms: int | None = None,
+    latest_version: int | None = None,
+) -> MirrorStatus:
+    """The status of `mirror` (None: the catalog has no such table) against `delta`. `latest_version`
+    saves a log listing when the caller has just listed it."""
+    latest = delta.latest_version() if latest_version is None else latest_version
+    base = None if mirror is None else mirror.mirrored_base
+    mirrored = None if base is None else base.delta_version
+    first_missing = None if mirrored is None else mirrored + 1
+    if first_missing is None or first_missing <= latest:
+        # A first sync starts at the oldest version the log can reconstruct (older commits are gone).
+        first_missing = max(first_missing or 0, delta.oldest_version())
+    lag_versions = max(0, latest - first_missing + 1)
+    missing_ms = None
+    lag_seconds: float | None = 0.0
+    if lag_versions:
+        missing_ms = commit_time_ms(delta, first_missing)
+        now = time.time() * 1000 if now_ms is None else now_ms
+        lag_seconds = None if missing_ms is None else max(0.0, (now - missing_ms) / 1000)
+    totals = None if base is None else base.totals
+    return MirrorStatus(
+        delta_path=delta.table_root,
+        iceberg_table=iceberg_table,
+        delta_latest_version=latest,
+        mirrored_version=mirrored,
+        lag_versions=lag_versions,
+        lag_seconds=lag_seconds,
+        first_missing_commit_ms=missing_ms,
+        snapshot_id=None if base is None else base.snapshot_id,
+        metadata_location=None if mirror is None else mirror.metadata_location,
+        format_version=None if mirror is None else mirror.format_version,
+        live_rows=None if totals is None else totals.live_rows,
+        live_data_files=None if totals is None else totals.data_files,
+        live_delete_files=None if totals is None else totals.delete_files,
+    )
