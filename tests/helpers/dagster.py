@@ -142,10 +142,11 @@ def launch_requested_runs(
 def evaluate_schedule(
     defs: dg.Definitions, name: str, instance: dg.DagsterInstance, when: datetime
 ) -> list[dg.RunRequest]:
-    """The run requests of the schedule's tick at `when`, as the scheduler daemon evaluates it."""
+    """The run requests of the schedule's tick at `when`, as the scheduler daemon evaluates it (which runs
+    them on the schedule's job: a schedule's requests name none)."""
     schedule = defs.resolve_schedule_def(name)
     data = schedule.evaluate_tick(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
-    return list(data.run_requests or [])
+    return [r.with_replaced_attrs(job_name=r.job_name or schedule.job_name) for r in data.run_requests or []]
 
 
 def checks_passed(result: dg.ExecuteInProcessResult) -> dict[str, bool]:
