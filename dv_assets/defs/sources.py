@@ -14,8 +14,8 @@ from datetime import timedelta
 from typing import Any
 
 import dagster as dg
+from dagster._check import CheckError  # what FreshnessPolicy's own checks raise; not dg.*
 from dagster._utils.schedules import is_valid_cron_string  # what ScheduleDefinition checks; not dg.*
-from dagster_shared.check import CheckError  # what FreshnessPolicy's own checks raise; not dg.*
 from pydantic import BaseModel, Field, field_validator, model_validator
 
 from dv_assets.mirror import ICEBERG_CATALOG_NAME, DeltaTable, FileIO, Retention
