@@ -20,7 +20,8 @@ remembers a switch in the UI).
 * `compacted_deletes_sensor` reads each mirror's last mirrored Delta version (pyiceberg, no Spark) and
   looks at the Delta commits mirrored since its cursor; commits that removed files carrying DVs or
   replaced DVs (OPTIMIZE, REORG … APPLY (PURGE), DV updates) leave mirror-owned delete files behind
-  once their snapshots expire, so it requests the `cleanup` job for that source.
+  once their snapshots expire, so it requests the `cleanup` job for that source (an extra trigger:
+  `cleanup_schedule_<source>`, schedules.py, runs it on the table's `cleanup_cron` in any case).
   Cursor: `{"<source name>": last examined mirrored version}`.
 """
 
@@ -185,7 +186,8 @@ def build_delta_version_sensor(
         jobs=jobs,
         minimum_interval_seconds=30,
         description="Finds new commits in each source's _delta_log; adds them as partitions (ascending) "
-        "and requests one mirror run per source for all of them (a partition range).",
+        "and requests one mirror run per source for all of them (a partition range); records the mirror's "
+        "lag (dvmirror/lag_versions, dvmirror/lag_seconds) on iceberg/<source> while it is behind.",
         sources=sources,
         read=lambda source, _: _listing(source, catalog),
         unreadable=lambda source: f"cannot list {source.delta_path}",
@@ -226,7 +228,7 @@ def build_compacted_deletes_sensor(
         jobs=[cleanup_job],
         minimum_interval_seconds=300,
         description="Requests the cleanup job when mirrored Delta versions removed files carrying DVs "
-        "(OPTIMIZE, REORG PURGE, DV replacement).",
+        "(OPTIMIZE, REORG PURGE, DV replacement); cleanup_schedule_<source> also runs it on a schedule.",
         sources=sources,
         read=lambda source, cursor: _cleanup_request(source, cursor, catalog, cleanup_job.name),
         unreadable=lambda _: "skipped",
