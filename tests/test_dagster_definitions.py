@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import dagster as dg
@@ -44,6 +45,7 @@ def test_definitions_validate_through_workspace_yaml(tmp_path) -> None:
             "from dv_assets.definitions import load_definitions; r = load_definitions().get_repository_def();"
             "print(sorted(j.name for j in r.get_all_jobs() if not j.name.startswith('__')));"
             "print(sorted(s.name for s in r.sensor_defs));"
+            "print(sorted(s.name for s in r.schedule_defs));"
             "print(sorted(k.to_user_string() for k in r.asset_graph.get_all_asset_keys()))",
         ],
         cwd=REPO,
@@ -51,7 +53,7 @@ def test_definitions_validate_through_workspace_yaml(tmp_path) -> None:
         timeout=180,
     )
     assert listed.returncode == 0, listed.stderr
-    jobs, sensors, assets = listed.stdout.strip().splitlines()
+    jobs, sensors, schedules, assets = listed.stdout.strip().splitlines()
     assert jobs == str(
         ["checks_alpha", "checks_beta", "cleanup_alpha", "cleanup_beta", "mirror_alpha", "mirror_beta"]
     )
@@ -63,6 +65,7 @@ def test_definitions_validate_through_workspace_yaml(tmp_path) -> None:
             "delta_version_sensor_beta",
         ]
     )
+    assert schedules == str(["cleanup_schedule_alpha", "cleanup_schedule_beta"])
     assert assets == str(["delta/alpha", "delta/beta", "iceberg/alpha", "iceberg/beta"])
 
 
@@ -91,6 +94,7 @@ def test_dg_checks_and_lists_the_project_from_the_repository_root(tmp_path) -> N
         "delta_version_sensor_demo_events",
         "compacted_deletes_sensor_demo_events",
     }
+    assert {s["name"] for s in defs["schedules"]} == {"cleanup_schedule_demo_events"}
 
 
 def test_workspace_and_dagster_cloud_yaml_name_the_same_code_location() -> None:
@@ -157,6 +161,93 @@ def test_tables_file_resolution_and_validation(tmp_path, monkeypatch) -> None:
     assert [s.name for s in sources_of(defs)] == ["demo_events"]
     assert sources_of(defs)[0].delta_path == str(REPO / ".dvmirror" / "demo" / "events")
     assert spark_resource_of(defs).settings.catalog.sqlite_path == REPO / ".dvmirror" / "catalog.db"
+    # `make demo` evaluates the demo's sensors itself: in `make ui` they and its schedule start stopped.
+    repository = defs.get_repository_def()
+    assert {s.name: s.default_status for s in repository.sensor_defs} == {
+        "delta_version_sensor_demo_events": dg.DefaultSensorStatus.STOPPED,
+        "compacted_deletes_sensor_demo_events": dg.DefaultSensorStatus.STOPPED,
+    }
+    (schedule,) = repository.schedule_defs
+    assert schedule.default_status == dg.DefaultScheduleStatus.STOPPED
+
+
+def test_the_component_yaml_sets_freshness_running_status_and_the_cleanup_schedule(
+    tmp_path, monkeypatch
+) -> None:
+    """Through the loaded code location: the defaults (a 24-hour freshness window, sensors and schedule
+    running, cleanup daily at 03:00 UTC, a week's retention) and each attribute set."""
+    path = tables_file(
+        tmp_path / "tables.yaml",
+        "{name: plain, delta_path: p, iceberg_table: ns.plain}",
+        "{name: tuned, delta_path: t, iceberg_table: ns.tuned, start_running: false,\n"
+        "  cleanup_cron: '30 */6 * * *', freshness: {fail_window_hours: 6, warn_window_hours: 2},\n"
+        "  retention: {retain_last: 4, max_snapshot_age_hours: null}}",
+        "{name: deadline, delta_path: d, iceberg_table: ns.deadline,\n"
+        "  freshness: {deadline_cron: '0 9 * * 1-5', lower_bound_hours: 2, timezone: Europe/Paris}}",
+        "{name: unwatched, delta_path: u, iceberg_table: ns.unwatched, freshness: null}",
+    )
+    monkeypatch.setenv("DVMIRROR_SOURCES", str(path))
+    repository = load_definitions().get_repository_def()
+    graph = repository.asset_graph
+
+    def freshness(name: str) -> dg.FreshnessPolicy | None:
+        return graph.get(dg.AssetKey(["iceberg", name])).freshness_policy
+
+    assert freshness("plain") == dg.FreshnessPolicy.time_window(fail_window=timedelta(hours=24))
+    assert freshness("tuned") == dg.FreshnessPolicy.time_window(
+        fail_window=timedelta(hours=6), warn_window=timedelta(hours=2)
+    )
+    assert freshness("deadline") == dg.FreshnessPolicy.cron(
+        deadline_cron="0 9 * * 1-5", lower_bound_delta=timedelta(hours=2), timezone="Europe/Paris"
+    )
+    assert freshness("unwatched") is None
+    assert graph.get(dg.AssetKey(["delta", "plain"])).freshness_policy is None  # the mirror's only
+
+    sensors = {s.name: s.default_status for s in repository.sensor_defs}
+    schedules = {s.name: s for s in repository.schedule_defs}
+    running, stopped = dg.DefaultSensorStatus.RUNNING, dg.DefaultSensorStatus.STOPPED
+    for name in ("plain", "deadline", "unwatched"):
+        assert (
+            sensors[f"delta_version_sensor_{name}"] == sensors[f"compacted_deletes_sensor_{name}"] == running
+        )
+        assert schedules[f"cleanup_schedule_{name}"].default_status == dg.DefaultScheduleStatus.RUNNING
+    assert sensors["delta_version_sensor_tuned"] == sensors["compacted_deletes_sensor_tuned"] == stopped
+    assert schedules["cleanup_schedule_tuned"].default_status == dg.DefaultScheduleStatus.STOPPED
+
+    plain, tuned = schedules["cleanup_schedule_plain"], schedules["cleanup_schedule_tuned"]
+    assert (plain.cron_schedule, plain.execution_timezone, plain.job_name) == (
+        "0 3 * * *",
+        "UTC",
+        "cleanup_plain",
+    )
+    assert (tuned.cron_schedule, tuned.job_name) == ("30 */6 * * *", "cleanup_tuned")
+    by_name = {s.name: s for s in sources_of(load_definitions())}
+    assert (by_name["plain"].retention.retain_last, by_name["plain"].retention.max_snapshot_age_hours) == (
+        10,
+        168,
+    )
+    assert (by_name["tuned"].retention.retain_last, by_name["tuned"].retention.max_snapshot_age_hours) == (
+        4,
+        None,
+    )
+
+    # Dagster's own rules for a policy, and a cron string, are refused by document.
+    for bad, reason in (
+        (
+            "freshness: {fail_window_hours: 2, warn_window_hours: 3}",
+            "warn_window must be less than fail_window",
+        ),
+        ("freshness: {deadline_cron: '0 9 * * *'}", "deadline_cron needs lower_bound_hours"),
+        ("freshness: {fail_window_hours: 6, deadline_cron: '0 9 * * *', lower_bound_hours: 1}", "not both"),
+        ("cleanup_cron: daily", "cleanup_cron must be a cron string"),
+    ):
+        tables_file(
+            path,
+            "{name: a, delta_path: a, iceberg_table: n.a}",
+            f"{{name: b, delta_path: b, iceberg_table: n.b, {bad}}}",
+        )
+        with pytest.raises(MirrorConfigError, match=f"(?s)document 2: .*{reason}"):
+            load_mirrors_file(path, MirrorSettings.resolve().catalog)
 
 
 def test_components_of_a_defs_folder_share_one_catalog(tmp_path, monkeypatch) -> None:

@@ -1,15 +1,21 @@
-"""Sensors: new Delta commits become ordered partitions and one run per backlog; compacted DVs request
-the cleanup."""
+"""Sensors: new Delta commits become ordered partitions and one run per backlog; a mirror behind Delta
+has its lag recorded on every tick; compacted DVs request the cleanup."""
 
 from __future__ import annotations
 
 import json
+import time
+from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from dv_assets.defs.sources import DeltaSource
+from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.sync import sync_table
-from tests.helpers.dagster import definitions, evaluate_sensor, make_source
+from tests.helpers.dagster import definitions, evaluate_sensor, make_source, record_tick
+from tests.helpers.delta_log import read_commit, write_commit
+from tests.helpers.processes import free_port
 
 RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
 
@@ -99,3 +105,95 @@ def test_one_unreadable_source_does_not_stop_the_others_cleanup(spark, catalog, 
     (request,) = result.run_requests
     assert request.job_name == good.cleanup_job_name
     assert request.run_config["ops"][good.cleanup_op_name]["config"]["sources"] == [good.name]
+
+
+def set_commit_time(table: Path, version: int, timestamp_ms: int) -> None:
+    """Give a commit of a copied fixture a known commitInfo timestamp (the lag is measured from it)."""
+    actions = read_commit(table, version)
+    (info,) = [a["commitInfo"] for a in actions if "commitInfo" in a]
+    assert "inCommitTimestamp" not in info  # the timestamp the lag is read from
+    info["timestamp"] = timestamp_ms
+    write_commit(table, version, actions)
+
+
+def lag_observations(instance: dg.DagsterInstance, source: DeltaSource) -> list[dict]:
+    """The metadata (raw values) of the observations of iceberg/<source> the instance holds, oldest first."""
+    records = instance.fetch_observations(
+        dg.AssetKey(source.mirror_asset_key), limit=100, ascending=True
+    ).records
+    return [
+        {k: v.value for k, v in r.asset_observation.metadata.items()}
+        for r in records
+        if r.asset_observation is not None
+    ]
+
+
+def assert_lag(observed: dict, versions: int, latest: int, waiting_since_ms: int, began: float) -> None:
+    assert (observed["dvmirror/lag_versions"], observed["delta_latest_version"]) == (versions, latest)
+    # Seconds since the first missing commit, measured during the tick (rounded to milliseconds).
+    assert began - waiting_since_ms / 1000 - 0.001 <= observed["dvmirror/lag_seconds"]
+    assert observed["dvmirror/lag_seconds"] <= time.time() - waiting_since_ms / 1000 + 0.001
+
+
+def test_delta_version_sensor_records_the_lag_of_a_table_not_yet_mirrored(copy_fixture, catalog) -> None:
+    table = copy_fixture("dv-partitioned-with-checkpoint")
+    two_hours_ago = int(time.time() * 1000) - 2 * 3600 * 1000
+    set_commit_time(table, 0, two_hours_ago)
+    source = make_source(table)
+    defs = definitions([source], catalog)
+    with dg.instance_for_test() as instance:
+        began = time.time()
+        tick = evaluate_sensor(defs, source.version_sensor_name, instance, None)
+        record_tick(instance, tick)  # as the sensor daemon records a tick's asset events
+        (observed,) = lag_observations(instance, source)
+    # No mirror yet: every version 0..15 is missing, the first since two hours.
+    assert_lag(observed, 16, 15, two_hours_ago, began)
+    assert observed["dvmirror/lag_seconds"] >= 7200
+    (run,) = tick.run_requests
+    assert run.tags["dvmirror/delta-versions"] == "0-15"
+
+
+def test_an_unreadable_mirror_records_no_lag_and_still_requests_the_run(copy_fixture) -> None:
+    """The lag is informative: a catalog that cannot be reached costs the observation, not the run."""
+    source = make_source(copy_fixture("table-with-dv-small"))
+    unreachable = CatalogConfig({"type": "rest", "uri": f"http://127.0.0.1:{free_port()}"})
+    defs = definitions([source], unreachable)
+    with dg.instance_for_test() as instance:
+        tick = evaluate_sensor(defs, source.version_sensor_name, instance, None)
+    assert tick.asset_events == []
+    (run,) = tick.run_requests
+    assert run.tags["dvmirror/delta-versions"] == "0-1"
+
+
+@pytest.mark.spark
+def test_delta_version_sensor_records_the_lag_on_every_tick_behind_and_none_once_caught_up(
+    spark, catalog, copy_fixture
+) -> None:
+    table = copy_fixture("dv-partitioned-with-checkpoint")
+    an_hour_ago = int(time.time() * 1000) - 3600 * 1000
+    set_commit_time(table, 6, an_hour_ago)  # the first version the mirror lacks below
+    source = make_source(table)
+    sync_table(spark, table, source.iceberg_table, until_version=5)
+    defs = definitions([source], catalog)
+    with dg.instance_for_test() as instance:
+        began = time.time()
+        first = evaluate_sensor(defs, source.version_sensor_name, instance, None)
+        record_tick(instance, first)
+        (observed,) = lag_observations(instance, source)
+        assert_lag(observed, 10, 15, an_hour_ago, began)  # versions 6..15
+
+        # No new Delta version, but the mirror is still behind (its run has not happened): recorded again.
+        began = time.time()
+        second = evaluate_sensor(defs, source.version_sensor_name, instance, first.cursor)
+        assert second.run_requests == []
+        record_tick(instance, second)
+        observations = lag_observations(instance, source)
+        assert len(observations) == 2
+        assert_lag(observations[1], 10, 15, an_hour_ago, began)
+
+        # Caught up: nothing recorded (the materialization that caught it up records its lag).
+        sync_table(spark, table, source.iceberg_table)
+        third = evaluate_sensor(defs, source.version_sensor_name, instance, second.cursor)
+        assert third.asset_events == [] and third.run_requests == []
+        record_tick(instance, third)
+        assert len(lag_observations(instance, source)) == 2

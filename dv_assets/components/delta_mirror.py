@@ -9,6 +9,10 @@ attributes:
   iceberg_table: analytics.events   # NAMESPACE.NAME in the Iceberg catalog (`dvmirror` in Spark)
   format_version: 3                 # 3: Puffin deletion vectors; 2: Parquet position deletes
   retention: {retain_last: 10, max_snapshot_age_hours: 168, orphan_min_age_hours: 24}
+  cleanup_cron: "0 3 * * *"         # cleanup_<name> on this cron (UTC), compacted or not
+  freshness: {fail_window_hours: 24, warn_window_hours: 12}   # or {deadline_cron, lower_bound_hours,
+                                    #   timezone}; null: no freshness policy
+  start_running: true               # the sensors and the cleanup schedule start running (false: stopped)
   allowed_roots: []                 # folders outside delta_path the log may name (shallow clones)
   catalog:                          # Iceberg catalog properties (Iceberg Java's names); omit: the
     type: rest                      #   environment's (DVMIRROR_CONFIG, DVMIRROR_CATALOG_URI /
@@ -21,7 +25,8 @@ attributes: ...                     # the next table
 
 Each table yields the factory's definitions for it (`dv_assets.defs.factory.build_source_definitions`):
 assets `delta/<name>` and `iceberg/<name>`, their checks, jobs `mirror_<name>`, `checks_<name>`,
-`cleanup_<name>`, sensors `delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`. A process
+`cleanup_<name>`, sensors `delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`, schedule
+`cleanup_schedule_<name>`; `iceberg/<name>` carries the freshness policy. A process
 holds one Spark session, so all tables of a code location share one catalog (`check_mirrors` refuses a
 conflict by name).
 
@@ -40,7 +45,7 @@ import yaml
 from pydantic import Field, PrivateAttr
 
 from dv_assets.defs.factory import build_source_definitions
-from dv_assets.defs.sources import DeltaSource
+from dv_assets.defs.sources import DEFAULT_CLEANUP_CRON, DEFAULT_FAIL_WINDOW_HOURS, DeltaSource, Freshness
 from dv_assets.mirror import CatalogConfig, MirrorSettings, Retention
 
 COMPONENT_TYPE = "dv_assets.components.DeltaMirrorComponent"
@@ -52,8 +57,12 @@ class RetentionAttributes(dg.Model, dg.Resolvable):
     retain_last: int = Field(
         default=Retention().retain_last, description="keep at least the newest N snapshots"
     )
+    # A week, as Iceberg's own default keeps days: the cleanup schedule runs on every table, and what a
+    # reader may still time-travel to should not go after a day of busy commits.
     max_snapshot_age_hours: float | None = Field(
-        default=None, description="expire snapshots older than this (never the newest retain_last)"
+        default=168,
+        description="expire snapshots older than this (never the newest retain_last); null: keep the newest "
+        "retain_last only",
     )
     orphan_min_age_hours: float = Field(
         default=Retention().orphan_min_age_hours, description="age before a crashed run's leftovers go"
@@ -67,6 +76,27 @@ class RetentionAttributes(dg.Model, dg.Resolvable):
         )
 
 
+class FreshnessAttributes(dg.Model, dg.Resolvable):
+    """`Freshness` as YAML attributes: a time window, or a cron deadline (`Freshness` validates)."""
+
+    fail_window_hours: float | None = Field(
+        default=None,
+        description="FAIL when no Delta version was mirrored for this long (default "
+        f"{DEFAULT_FAIL_WINDOW_HOURS:g} unless deadline_cron is given)",
+    )
+    warn_window_hours: float | None = Field(default=None, description="WARN after this long (< fail window)")
+    deadline_cron: str | None = Field(
+        default=None, description="instead of a window: a version must be mirrored before each deadline"
+    )
+    lower_bound_hours: float | None = Field(
+        default=None, description="with deadline_cron: how long before a deadline a mirrored version counts"
+    )
+    timezone: str = Field(default="UTC", description="of deadline_cron (IANA)")
+
+    def freshness(self) -> Freshness:
+        return Freshness.model_validate(self.model_dump())
+
+
 class DeltaMirrorComponent(dg.Component, dg.Model, dg.Resolvable):
     """Mirror one Delta table (deletion vectors included) into an Iceberg table: one partition per Delta
     version, the mirror asset, its checks, sensors and jobs."""
@@ -77,6 +107,20 @@ class DeltaMirrorComponent(dg.Component, dg.Model, dg.Resolvable):
     format_version: int = Field(default=3, description="3: Puffin DVs; 2: Parquet position deletes")
     retention: RetentionAttributes = Field(
         default_factory=RetentionAttributes, description="snapshot expiry of the cleanup job"
+    )
+    cleanup_cron: str = Field(
+        default=DEFAULT_CLEANUP_CRON,
+        description="when cleanup_<name> runs (cron, UTC), whether or not anything was compacted",
+    )
+    freshness: FreshnessAttributes | None = Field(
+        default_factory=FreshnessAttributes,
+        description=f"freshness policy of iceberg/<name>; default: FAIL after {DEFAULT_FAIL_WINDOW_HOURS:g} "
+        "hours without a mirrored version; null: none",
+    )
+    start_running: bool = Field(
+        default=True,
+        description="the table's sensors and cleanup schedule start running (false: stopped until switched "
+        "on in the UI; the instance remembers a switch)",
     )
     allowed_roots: list[str] = Field(
         default_factory=list, description="folders outside delta_path its log may name (shallow clones)"
@@ -107,6 +151,9 @@ class DeltaMirrorComponent(dg.Component, dg.Model, dg.Resolvable):
             format_version=self.format_version,
             retention=self.retention.retention(),
             allowed_roots=[beside(r) for r in self.allowed_roots],
+            freshness=None if self.freshness is None else self.freshness.freshness(),
+            cleanup_cron=self.cleanup_cron,
+            start_running=self.start_running,
         )
 
     def catalog_config(self, environment: CatalogConfig) -> CatalogConfig:

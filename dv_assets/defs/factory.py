@@ -1,6 +1,6 @@
-"""The code location's factory: for each configured Delta source its partitions, assets, checks, jobs and
-sensors; and the whole `dg.Definitions` for a list of sources and the
-code location's settings.
+"""The code location's factory: for each configured Delta source its partitions, assets (the mirror with
+the source's freshness policy), checks, jobs, sensors and cleanup schedule; and the whole
+`dg.Definitions` for a list of sources and the code location's settings.
 
 Every definition is per source (names carry the source's name), so the definitions of several sources,
 or of several `DeltaMirrorComponent`s, merge without clashes. The one shared definition is the `spark`
@@ -27,6 +27,7 @@ from dv_assets.defs.iceberg.assets import build_iceberg_mirror_asset
 from dv_assets.defs.iceberg.checks import build_checks
 from dv_assets.defs.jobs import build_checks_job, build_mirror_job
 from dv_assets.defs.maintenance import build_cleanup_job
+from dv_assets.defs.schedules import build_cleanup_schedule
 from dv_assets.defs.sensors import build_compacted_deletes_sensor, build_delta_version_sensor
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror import CatalogConfig, MirrorSettings
@@ -60,11 +61,19 @@ def build_source(source: DeltaSource, catalog: CatalogConfig | None = None) -> S
         source=source,
         partitions_def=partitions_def,
         delta_versions=build_delta_versions_asset(source, partitions_def),
-        iceberg_mirror=build_iceberg_mirror_asset(source, partitions_def),
+        iceberg_mirror=with_freshness(build_iceberg_mirror_asset(source, partitions_def), source),
         checks=build_checks(source, partitions_def),
         mirror_job=build_mirror_job(source, partitions_def),
         checks_job=build_checks_job(source, partitions_def),
     )
+
+
+def with_freshness(asset: dg.AssetsDefinition, source: DeltaSource) -> dg.AssetsDefinition:
+    """The asset with the source's freshness policy (none when the source has none)."""
+    if source.freshness is None:
+        return asset
+    policy = source.freshness.policy()
+    return asset.map_asset_specs(lambda spec: spec.replace_attributes(freshness_policy=policy))
 
 
 @cache
@@ -76,7 +85,8 @@ def spark_resource(settings: MirrorSettings) -> IcebergSparkResource:
 
 def build_source_definitions(source: DeltaSource, settings: MirrorSettings) -> dg.Definitions:
     """Everything of one source: both assets, the checks, `mirror_<name>`, `checks_<name>`,
-    `cleanup_<name>`, `delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`."""
+    `cleanup_<name>`, `delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`,
+    `cleanup_schedule_<name>`."""
     catalog = settings.catalog
     built = build_source(source, catalog)
     source = built.source
@@ -87,10 +97,15 @@ def build_source_definitions(source: DeltaSource, settings: MirrorSettings) -> d
         jobs=[built.mirror_job, built.checks_job, cleanup_job],
         sensors=[
             build_delta_version_sensor(
-                [source], {source.name: built.partitions_def}, [built.mirror_job], source.version_sensor_name
+                [source],
+                {source.name: built.partitions_def},
+                [built.mirror_job],
+                catalog,
+                source.version_sensor_name,
             ),
             build_compacted_deletes_sensor([source], catalog, cleanup_job, source.compacted_sensor_name),
         ],
+        schedules=[build_cleanup_schedule(source, cleanup_job)],
         resources={"spark": spark_resource(settings)},
         # How tools over the built definitions (the demo, `dv_assets.ci_checks`) find the tables.
         metadata={

@@ -1,7 +1,10 @@
-"""Sensors: new Delta commits become partitions and mirror runs; compacted DVs trigger the cleanup.
+"""Sensors: new Delta commits become partitions and mirror runs; the lag is recorded while the mirror is
+behind; compacted DVs trigger the cleanup.
 
 Each table has its own pair (`delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`, built by
-the factory per source): a table's sensors are switched on and off, and fail, on their own.
+the factory per source): a table's sensors are switched on and off, and fail, on their own. They start
+running unless the table's component says `start_running: false` (Dagster's default status; the instance
+remembers a switch in the UI).
 
 * `delta_version_sensor` lists each source's `_delta_log` (pure Python), adds the new versions as
   partitions of that source's `delta_versions__<name>` definition in ascending order, and requests ONE
@@ -9,16 +12,22 @@ the factory per source): a table's sensors are switched on and off, and fail, on
   version; the assets' `BackfillPolicy.single_run()`), so a backlog of 1,000 versions is one run and
   one Spark start-up, and each version is still recorded and checked as its own partition. Run key
   `<source>:v<first>-<last>` (`<source>:v<N>` for one version). Cursor: `{"<source name>": last seen
-  version}` as JSON.
+  version}` as JSON. Every tick that finds the mirror behind Delta's latest version (new versions or
+  not: a run may be queued, running or failed) records an `AssetObservation` of `iceberg/<source>` with
+  the lag (`dvmirror/lag_versions`, `dvmirror/lag_seconds`; `lag_metadata`), read without a JVM (the
+  Delta log and pyiceberg). An up-to-date mirror records nothing: a tick every 30 seconds would fill the
+  event log with zeros, and the materialization that catches the mirror up records its lag (0).
 * `compacted_deletes_sensor` reads each mirror's last mirrored Delta version (pyiceberg, no Spark) and
   looks at the Delta commits mirrored since its cursor; commits that removed files carrying DVs or
   replaced DVs (OPTIMIZE, REORG … APPLY (PURGE), DV updates) leave mirror-owned delete files behind
-  once their snapshots expire, so it requests the `cleanup` job for that source.
+  once their snapshots expire, so it requests the `cleanup` job for that source (an extra trigger:
+  `cleanup_schedule_<source>`, schedules.py, runs it on the table's `cleanup_cron` in any case).
   Cursor: `{"<source name>": last examined mirrored version}`.
 """
 
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TypeVar
 
 import dagster as dg
@@ -33,10 +42,20 @@ from dagster._core.storage.tags import (  # the tags of a partition-range run; n
 from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.maintenance import cleanup_run_config
 from dv_assets.defs.sources import VERSIONS_TAG, DeltaSource
-from dv_assets.mirror import CatalogConfig, MirrorInputError, drops_dv_files, last_mirrored_version
+from dv_assets.defs.status_metadata import lag_metadata
+from dv_assets.mirror import (
+    CatalogConfig,
+    MirrorInputError,
+    MirrorStatus,
+    drops_dv_files,
+    last_mirrored_version,
+    mirror_status,
+    read_mirror_table,
+)
 
 T = TypeVar("T")
-Request = dg.RunRequest | dg.AddDynamicPartitionsRequest
+# What a per-source sensor's tick yields: run requests, partitions to add, asset events to record.
+TickItem = dg.RunRequest | dg.AddDynamicPartitionsRequest | dg.AssetObservation
 
 
 def _cursor(context: dg.SensorEvaluationContext) -> dict[str, int]:
@@ -52,30 +71,35 @@ def _per_source_sensor(
     sources: list[DeltaSource],
     read: Callable[[DeltaSource, dict[str, int]], T],
     unreadable: Callable[[DeltaSource], str],
-    act: Callable[[dg.SensorEvaluationContext, DeltaSource, T, dict[str, int]], list[Request]],
+    act: Callable[[dg.SensorEvaluationContext, DeltaSource, T, dict[str, int]], list[TickItem]],
 ) -> dg.SensorDefinition:
     """A sensor whose cursor is `{"<source name>": version}`: for each source it `read`s (a source that
     cannot be read, its log or its mirror, is logged as `unreadable` and skipped, so that one does not
-    stop the others) and `act`s on what it read; both may advance the source's cursor."""
+    stop the others) and `act`s on what it read; both may advance the source's cursor. The sensor starts
+    running or stopped as its sources say (`start_running`; one source per sensor in the factory)."""
+    running = all(s.start_running for s in sources)
 
     @dg.sensor(
-        name=name, jobs=jobs, minimum_interval_seconds=minimum_interval_seconds, description=description
+        name=name,
+        jobs=jobs,
+        minimum_interval_seconds=minimum_interval_seconds,
+        description=description,
+        default_status=dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED,
     )
     def per_source(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         cursor = _cursor(context)
-        requests: list[Request] = []
+        items: list[TickItem] = []
         for source in sources:
             try:
                 found = read(source, cursor)
             except (OSError, ValueError, MirrorInputError) as err:
                 context.log.warning(f"{source.name}: {unreadable(source)}: {err}")
                 continue
-            requests += act(context, source, found, cursor)
+            items += act(context, source, found, cursor)
         return dg.SensorResult(
-            run_requests=[r for r in requests if isinstance(r, dg.RunRequest)],
-            dynamic_partitions_requests=[
-                r for r in requests if isinstance(r, dg.AddDynamicPartitionsRequest)
-            ],
+            run_requests=[i for i in items if isinstance(i, dg.RunRequest)],
+            dynamic_partitions_requests=[i for i in items if isinstance(i, dg.AddDynamicPartitionsRequest)],
+            asset_events=[i for i in items if isinstance(i, dg.AssetObservation)],
             cursor=json.dumps(cursor, sort_keys=True),
         )
 
@@ -98,50 +122,91 @@ def mirror_range_request(source: DeltaSource, first: int, last: int) -> dg.RunRe
     )
 
 
+@dataclass(frozen=True)
+class DeltaListing:
+    """What a `delta_version_sensor` tick read of one source: the Delta log's latest and oldest
+    (reconstructable) versions, and where the mirror stands (None, with `status_error`, when the mirror
+    could not be read: the lag is informative, the run requests go out regardless)."""
+
+    latest: int
+    oldest: int
+    status: MirrorStatus | None
+    status_error: str | None = None
+
+
+def lag_observation(source: DeltaSource, status: MirrorStatus) -> dg.AssetObservation:
+    """The mirror's lag as an observation of `iceberg/<source>` (the UI plots the numbers over time)."""
+    mirrored = "nothing" if status.mirrored_version is None else f"Delta version {status.mirrored_version}"
+    return dg.AssetObservation(
+        asset_key=dg.AssetKey(source.mirror_asset_key),
+        description=f"{source.version_sensor_name}: the mirror shows {mirrored}, "
+        f"{status.lag_versions} version(s) behind Delta's latest ({status.delta_latest_version})",
+        metadata=lag_metadata(status),
+        tags=source.tags,
+    )
+
+
 def build_delta_version_sensor(
     sources: list[DeltaSource],
     partitions: dict[str, dg.DynamicPartitionsDefinition],
     jobs: list[UnresolvedAssetJobDefinition],
+    catalog: CatalogConfig,
     name: str = "delta_version_sensor",
 ) -> dg.SensorDefinition:
     def new_versions(
         context: dg.SensorEvaluationContext,
         source: DeltaSource,
-        listed: tuple[int, int],
+        listed: DeltaListing,
         cursor: dict[str, int],
-    ) -> list[Request]:
-        latest, oldest = listed
+    ) -> list[TickItem]:
+        items: list[TickItem] = []
+        if listed.status is None:
+            context.log.warning(
+                f"{source.name}: no lag recorded, the mirror could not be read: {listed.status_error}"
+            )
+        elif not listed.status.up_to_date:
+            items.append(lag_observation(source, listed.status))
         seen = cursor.get(source.name)
-        first = oldest if seen is None else max(seen + 1, oldest)
-        versions = list(range(first, latest + 1))
+        first = listed.oldest if seen is None else max(seen + 1, listed.oldest)
+        versions = list(range(first, listed.latest + 1))
         if not versions:
-            return []
+            return items
         partitions_def = partitions[source.name]
         assert partitions_def.name is not None
         existing = set(context.instance.get_dynamic_partitions(partitions_def.name))
         to_add = [partition_key(v) for v in versions if partition_key(v) not in existing]
-        requests: list[Request] = [partitions_def.build_add_request(to_add)] if to_add else []
-        cursor[source.name] = latest
+        if to_add:
+            items.append(partitions_def.build_add_request(to_add))
+        cursor[source.name] = listed.latest
         context.log.info(f"{source.name}: new Delta versions {versions[0]}..{versions[-1]}")
-        return [*requests, mirror_range_request(source, versions[0], latest)]
+        return [*items, mirror_range_request(source, versions[0], listed.latest)]
 
     return _per_source_sensor(
         name=name,
         jobs=jobs,
         minimum_interval_seconds=30,
         description="Finds new commits in each source's _delta_log; adds them as partitions (ascending) "
-        "and requests one mirror run per source for all of them (a partition range).",
+        "and requests one mirror run per source for all of them (a partition range); records the mirror's "
+        "lag (dvmirror/lag_versions, dvmirror/lag_seconds) on iceberg/<source> while it is behind.",
         sources=sources,
-        read=lambda source, _: _listed_versions(source),
+        read=lambda source, _: _listing(source, catalog),
         unreadable=lambda source: f"cannot list {source.delta_path}",
         act=new_versions,
     )
 
 
-def _listed_versions(source: DeltaSource) -> tuple[int, int]:
-    """The latest and the oldest (reconstructable) version of the source's Delta log."""
+def _listing(source: DeltaSource, catalog: CatalogConfig) -> DeltaListing:
+    """The source's Delta log listed once, and the mirror's status against it (no JVM: pyiceberg)."""
     delta = source.delta_table(enforce_protocol=False)
-    return delta.latest_version(), delta.oldest_version()
+    latest, oldest = delta.latest_version(), delta.oldest_version()
+    try:
+        mirror = read_mirror_table(catalog, source.iceberg_table)
+        status = mirror_status(delta, mirror, source.iceberg_table, latest_version=latest)
+    except Exception as err:
+        # Informative only (a catalog outage, a foreign commit the mirror run will refuse by name): it
+        # must not stop the run requests.
+        return DeltaListing(latest, oldest, None, f"{type(err).__name__}: {err}")
+    return DeltaListing(latest, oldest, status)
 
 
 def build_compacted_deletes_sensor(
@@ -152,7 +217,7 @@ def build_compacted_deletes_sensor(
 ) -> dg.SensorDefinition:
     def cleanup(
         context: dg.SensorEvaluationContext, source: DeltaSource, request: dg.RunRequest | None, _: dict
-    ) -> list[Request]:
+    ) -> list[TickItem]:
         if request is None:
             return []
         context.log.info(f"{source.name}: {request.tags['dvmirror/compacted-versions']} dropped DVs")
@@ -163,7 +228,7 @@ def build_compacted_deletes_sensor(
         jobs=[cleanup_job],
         minimum_interval_seconds=300,
         description="Requests the cleanup job when mirrored Delta versions removed files carrying DVs "
-        "(OPTIMIZE, REORG PURGE, DV replacement).",
+        "(OPTIMIZE, REORG PURGE, DV replacement); cleanup_schedule_<source> also runs it on a schedule.",
         sources=sources,
         read=lambda source, cursor: _cleanup_request(source, cursor, catalog, cleanup_job.name),
         unreadable=lambda _: "skipped",

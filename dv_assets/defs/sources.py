@@ -1,5 +1,7 @@
 """One mirrored Delta table as the Dagster platform takes it (`DeltaSource`), and every Dagster name
-derived from it (asset keys, partitions, jobs, sensors, tags, pool), in one place.
+derived from it (asset keys, partitions, jobs, sensors, schedules, tags, pool), and the table's
+automation settings (freshness policy, cleanup schedule, whether its sensors and schedule start running),
+in one place.
 
 Tables are configured as `DeltaMirrorComponent` documents (dv_assets/components/delta_mirror.py:
 `dv_assets/defs/tables/defs.yaml`, or a file named by DVMIRROR_SOURCES); each becomes one DeltaSource.
@@ -8,8 +10,13 @@ Tables are configured as `DeltaMirrorComponent` documents (dv_assets/components/
 from __future__ import annotations
 
 import re
+from datetime import timedelta
+from typing import Any
 
-from pydantic import BaseModel, Field, field_validator
+import dagster as dg
+from dagster._check import CheckError  # what FreshnessPolicy's own checks raise; not dg.*
+from dagster._utils.schedules import is_valid_cron_string  # what ScheduleDefinition checks; not dg.*
+from pydantic import BaseModel, Field, field_validator, model_validator
 
 from dv_assets.mirror import ICEBERG_CATALOG_NAME, DeltaTable, FileIO, Retention
 
@@ -20,6 +27,68 @@ VERSIONS_TAG = "dvmirror/delta-versions"
 
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
+
+DEFAULT_FAIL_WINDOW_HOURS = 24.0
+# Daily, at an hour few pipelines write; UTC.
+DEFAULT_CLEANUP_CRON = "0 3 * * *"
+
+
+class Freshness(BaseModel):
+    """The freshness policy of `iceberg/<name>` (Dagster's `FreshnessPolicy`): a time window (FAIL when
+    nothing was mirrored for `fail_window_hours`, WARN after `warn_window_hours`) or, with
+    `deadline_cron`, a cron deadline (FAIL when no version was mirrored within `lower_bound_hours` before
+    the last deadline). Dagster measures the time since the last materialization: a Delta table that
+    commits less often than the window shows FAIL although its mirror is current (the lag metadata,
+    `dvmirror/lag_versions`, says which)."""
+
+    fail_window_hours: float | None = None  # DEFAULT_FAIL_WINDOW_HOURS unless deadline_cron is given
+    warn_window_hours: float | None = None
+    deadline_cron: str | None = None
+    lower_bound_hours: float | None = None
+    timezone: str = "UTC"
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_window(cls, data: Any) -> Any:
+        if (
+            isinstance(data, dict)
+            and data.get("deadline_cron") is None
+            and data.get("fail_window_hours") is None
+        ):
+            return {**data, "fail_window_hours": DEFAULT_FAIL_WINDOW_HOURS}
+        return data
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Freshness:
+        if self.deadline_cron is not None:
+            if self.fail_window_hours is not None or self.warn_window_hours is not None:
+                raise ValueError(
+                    "freshness: give either a time window (fail_window_hours, warn_window_hours) or a cron "
+                    "deadline (deadline_cron, lower_bound_hours), not both"
+                )
+            if self.lower_bound_hours is None:
+                raise ValueError("freshness: deadline_cron needs lower_bound_hours")
+        elif self.lower_bound_hours is not None:
+            raise ValueError("freshness: lower_bound_hours belongs to deadline_cron")
+        try:
+            self.policy()  # Dagster's own rules: windows of a minute or more, warn < fail, a valid cron
+        except CheckError as err:
+            raise ValueError(f"freshness: {err}") from None
+        return self
+
+    def policy(self) -> dg.FreshnessPolicy:
+        if self.deadline_cron is not None:
+            assert self.lower_bound_hours is not None
+            return dg.FreshnessPolicy.cron(
+                deadline_cron=self.deadline_cron,
+                lower_bound_delta=timedelta(hours=self.lower_bound_hours),
+                timezone=self.timezone,
+            )
+        assert self.fail_window_hours is not None
+        return dg.FreshnessPolicy.time_window(
+            fail_window=timedelta(hours=self.fail_window_hours),
+            warn_window=None if self.warn_window_hours is None else timedelta(hours=self.warn_window_hours),
+        )
 
 
 class DeltaSource(BaseModel):
@@ -35,6 +104,13 @@ class DeltaSource(BaseModel):
     # The object-storage properties (`s3.*`, `client.*`) the Delta log is read with: the catalog's, set by
     # the factory. Never dumped or shown: they may hold credentials.
     storage_properties: dict[str, str] = Field(default_factory=dict, exclude=True, repr=False)
+    # The freshness policy of iceberg/<name>; None: none.
+    freshness: Freshness | None = Field(default_factory=Freshness)
+    # When cleanup_<name> runs whether or not anything was compacted (cron, UTC).
+    cleanup_cron: str = DEFAULT_CLEANUP_CRON
+    # Whether the table's sensors and cleanup schedule start running (Dagster's default status: it holds
+    # until someone switches them in the UI, which the instance then remembers).
+    start_running: bool = True
 
     def delta_table(self, *, enforce_protocol: bool = True) -> DeltaTable:
         """The Delta table, read through storage configured as the mirror's writes are."""
@@ -54,6 +130,13 @@ class DeltaSource(BaseModel):
     def _table(cls, value: str) -> str:
         if not _TABLE.match(value):
             raise ValueError(f"iceberg_table must be NAMESPACE.NAME, got {value!r}")
+        return value
+
+    @field_validator("cleanup_cron")
+    @classmethod
+    def _cron(cls, value: str) -> str:
+        if not is_valid_cron_string(value):
+            raise ValueError(f"cleanup_cron must be a cron string, got {value!r}")
         return value
 
     @field_validator("format_version")
@@ -100,6 +183,18 @@ class DeltaSource(BaseModel):
     @property
     def compacted_sensor_name(self) -> str:
         return f"compacted_deletes_sensor_{self.name}"
+
+    @property
+    def cleanup_schedule_name(self) -> str:
+        return f"cleanup_schedule_{self.name}"
+
+    @property
+    def sensor_status(self) -> dg.DefaultSensorStatus:
+        return dg.DefaultSensorStatus.RUNNING if self.start_running else dg.DefaultSensorStatus.STOPPED
+
+    @property
+    def schedule_status(self) -> dg.DefaultScheduleStatus:
+        return dg.DefaultScheduleStatus.RUNNING if self.start_running else dg.DefaultScheduleStatus.STOPPED
 
     @property
     def tags(self) -> dict[str, str]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+from datetime import datetime
 from pathlib import Path
 
 import dagster as dg
@@ -109,23 +110,43 @@ def evaluate_sensor(
     return result
 
 
-def launch_requested_runs(
-    defs: dg.Definitions, instance: dg.DagsterInstance, tick: dg.SensorResult
-) -> list[dg.ExecuteInProcessResult]:
-    """What the sensor daemon does with a tick: add the requested partitions, then run each requested
-    job with the request's tags (here in-process, against `instance`)."""
+def record_tick(instance: dg.DagsterInstance, tick: dg.SensorResult) -> None:
+    """What the sensor daemon records of a tick before it launches the runs: the asset events (as
+    runless events) and the requested partitions."""
+    for event in tick.asset_events or []:
+        instance.report_runless_asset_event(event)
     for request in tick.dynamic_partitions_requests or []:
         assert isinstance(request, dg.AddDynamicPartitionsRequest)
         instance.add_dynamic_partitions(request.partitions_def_name, list(request.partition_keys))
-    results = []
-    for run in tick.run_requests or []:
-        assert run.job_name is not None
-        results.append(
-            defs.resolve_job_def(run.job_name).execute_in_process(
-                instance=instance, tags=dict(run.tags), raise_on_error=False
-            )
-        )
-    return results
+
+
+def execute_run_request(
+    defs: dg.Definitions, instance: dg.DagsterInstance, run: dg.RunRequest
+) -> dg.ExecuteInProcessResult:
+    """A requested run, with the request's job, run config and tags, in-process against `instance`."""
+    assert run.job_name is not None
+    return defs.resolve_job_def(run.job_name).execute_in_process(
+        instance=instance, run_config=dict(run.run_config), tags=dict(run.tags), raise_on_error=False
+    )
+
+
+def launch_requested_runs(
+    defs: dg.Definitions, instance: dg.DagsterInstance, tick: dg.SensorResult
+) -> list[dg.ExecuteInProcessResult]:
+    """What the sensor daemon does with a tick: record its events and partitions, then run each requested
+    job (here in-process, against `instance`)."""
+    record_tick(instance, tick)
+    return [execute_run_request(defs, instance, run) for run in tick.run_requests or []]
+
+
+def evaluate_schedule(
+    defs: dg.Definitions, name: str, instance: dg.DagsterInstance, when: datetime
+) -> list[dg.RunRequest]:
+    """The run requests of the schedule's tick at `when`, as the scheduler daemon evaluates it (which runs
+    them on the schedule's job: a schedule's requests name none)."""
+    schedule = defs.resolve_schedule_def(name)
+    data = schedule.evaluate_tick(dg.build_schedule_context(instance=instance, scheduled_execution_time=when))
+    return [r.with_replaced_attrs(job_name=r.job_name or schedule.job_name) for r in data.run_requests or []]
 
 
 def checks_passed(result: dg.ExecuteInProcessResult) -> dict[str, bool]:

@@ -155,6 +155,10 @@ class SyntheticTable:
         actions = [info("WRITE"), {"protocol": PROTOCOL}, {"metaData": metadata}]
         return self._commit(actions + [self._new_file() for _ in range(files)])
 
+    def append(self, files: int = 1) -> int:
+        """A blind append (WRITE) of `files` new data files; its version."""
+        return self._commit([info("WRITE"), *(self._new_file() for _ in range(files))])
+
     def delete(
         self, names: Iterable[str], positions: Callable[[int], Iterable[int]], *, append: int = 0
     ) -> tuple[int, int]:
