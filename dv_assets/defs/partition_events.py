@@ -2,8 +2,8 @@
 
 Dagster 1.13 derives a partition-range run's materializations from the asset's one output: one per
 partition of the range, in the iteration order of a Python `set` of the keys (`DefaultPartitionsSubset`),
-i.e. hash order. A run of versions 0..8 was recorded 2,4,0,5,3,7,8,1,6, so the asset's latest
-materialization, which the UI's overview shows, was version 6's, not 8's. `MaterializeResult` takes no
+i.e. hash order (a run of versions 0..8 was recorded 2,4,0,5,3,7,8,1,6), so the asset's latest
+materialization, which the UI's overview shows, was an arbitrary version's. `MaterializeResult` takes no
 partition in 1.13, so both assets of a table log one `AssetMaterialization` per version themselves, in
 ascending order (`in_version_order`), and end with `no_derived_materializations()`: their output, marked
 so that Dagster derives no event from it (the marker Dagster's own observable source assets use for the
