@@ -6,12 +6,15 @@ out as Delta's PROTOCOL.md says: `SyntheticTable` of tests/helpers/delta_log.py)
 figure's, which Delta Spark writes and rewrites:
 
     .venv/bin/python benchmarks/bench.py [--files 100000] [--dvs 10000] [--memory-dvs 100000]
+        [--backlog 200] [--only backlog]
 
 Spark start-up is excluded from every time. Figures: per-version cost at 100,000 files vs 100 files;
 the first version of a 100,000-file table; v3 DV bytes per second against `cp`; v2 positions per second
 per core; peak driver memory (Python peak RSS + JVM peak heap, in a process of its own whose heap is
 capped) during a version of 100,000 DVs; a 1%
-DELETE mirrored vs `REORG … APPLY (PURGE)` on a copy (bytes written and time).
+DELETE mirrored vs `REORG … APPLY (PURGE)` on a copy (bytes written and time); a backlog of 200 versions
+mirrored by Dagster as ONE range run of `mirror_<name>` (both assets and their checks), from the run's
+step stats: the checks' time against the mirroring's.
 """
 
 from __future__ import annotations
@@ -31,8 +34,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests.helpers
 
+import dagster as dg
 from pyspark.sql import SparkSession
 
+from dv_assets.defs.delta.assets import partition_key
+from dv_assets.defs.factory import build_definitions
+from dv_assets.defs.iceberg.checks import CHECK_NAMES, ONE_DV
+from dv_assets.defs.sensors import mirror_range_request
+from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
@@ -316,11 +325,78 @@ def delete_vs_rewrite(spark: SparkSession, tmp: Path) -> list[Figure]:
     ]
 
 
+def backlog_in_one_run(settings: MirrorSettings, tmp: Path, versions: int) -> list[Figure]:
+    """A Delta table of 100 files and `versions` DELETE versions after version 0 (each gives 5 files a
+    new DV), mirrored by the `mirror_<name>` job as one partition-range run over every version, on the
+    bench's Spark session (start-up excluded): the run's wall time, and each step's from the run's step
+    stats. The blocking checks evaluate every version, the full scan the newest only. Targets (issue 16:
+    checks that scale with a backlog): the checks cost no more than the mirroring itself; a backlog
+    version costs at most 0.5 s all told; the per-version DV check (two Spark metadata-table queries and
+    a log replay per version) at most 0.1 s. The synthetic log has no checkpoint (Delta writers add one
+    every 10 or 100 commits), so each version's log replay, and the full scan's first Delta read of the
+    newest version, replay every commit before it."""
+    table = SyntheticTable(tmp / "backlog", rows_per_file=1000)
+    table.create(100)
+    for version in range(1, versions + 1):
+        touched = [table.files[(version * 5 + i) % 100] for i in range(5)]
+        table.delete(touched, lambda i, v=version: range((v + i) % 7, 1000, 50 + v % 13))
+    source = DeltaSource(name="backlog", delta_path=str(table.root), iceberg_table="bench.backlog")
+    defs = build_definitions([source], settings)
+    with dg.DagsterInstance.ephemeral() as instance:
+        instance.add_dynamic_partitions(
+            source.partitions_name, [partition_key(v) for v in range(versions + 1)]
+        )
+        began = time.monotonic()
+        result = defs.resolve_job_def(source.mirror_job_name).execute_in_process(
+            instance=instance,
+            tags=dict(mirror_range_request(source, 0, versions).tags),
+            run_config={"loggers": {"console": {"config": {"log_level": "ERROR"}}}},
+        )
+        seconds = time.monotonic() - began
+        assert result.success
+        steps = {
+            s.step_key: (s.end_time or 0) - (s.start_time or 0)
+            for s in instance.get_run_step_stats(result.run_id)
+        }
+        evaluations = result.get_asset_check_evaluations()
+    assert all(e.passed for e in evaluations)
+    by_check = {name: sum(t for k, t in steps.items() if k.endswith(name)) for name in CHECK_NAMES}
+    mirroring = sum(t for k, t in steps.items() if k.endswith(f"iceberg__{source.name}"))
+    recording = sum(t for k, t in steps.items() if k.endswith(f"delta__{source.name}"))
+    checks = sum(by_check.values())
+    count = versions + 1
+    print(
+        f"  {count} versions in one run: {seconds:.1f} s ({1000 * seconds / count:.0f} ms/version); steps: "
+        f"delta {recording:.1f} s, iceberg (mirroring) {mirroring:.1f} s, "
+        + ", ".join(f"{name} {t:.1f} s" for name, t in by_check.items())
+        + f"; {len(evaluations)} check evaluations"
+    )
+    return [
+        Figure(f"a {count}-version backlog in one Dagster run, per version", seconds / count, "s", 0.5, True),
+        Figure(
+            f"a {count}-version backlog: the checks' time against the mirroring's",
+            checks / mirroring,
+            "of mirror",
+            1.0,
+            True,
+        ),
+        Figure(
+            f"a {count}-version backlog: {ONE_DV} per version",
+            by_check[ONE_DV] / count,
+            "s",
+            0.1,
+            True,
+        ),
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--files", type=int, default=100_000, help="files of the big table")
     parser.add_argument("--dvs", type=int, default=10_000, help="DVs of the v3 bytes-per-second version")
     parser.add_argument("--memory-dvs", type=int, default=100_000, help="DVs of the memory version")
+    parser.add_argument("--backlog", type=int, default=200, help="versions of the Dagster backlog run")
+    parser.add_argument("--only", choices=["backlog"], help="measure this figure only")
     parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child is not None:
@@ -334,11 +410,14 @@ def main() -> None:
             f"dv-mirror bench: {os.cpu_count()} cores; Spark {spark.version}, "
             f"master {spark.sparkContext.master}"
         )
-        figures = per_version_and_first_version(spark, tmp, args.files)
-        figures += dv_bytes_against_cp(spark, tmp, args.dvs)
-        figures += positions_per_core(spark, tmp)
-        figures += delete_vs_rewrite(spark, tmp)
-        figures.append(peak_memory(tmp, args.memory_dvs))
+        figures = []
+        if args.only is None:
+            figures += per_version_and_first_version(spark, tmp, args.files)
+            figures += dv_bytes_against_cp(spark, tmp, args.dvs)
+            figures += positions_per_core(spark, tmp)
+            figures += delete_vs_rewrite(spark, tmp)
+            figures.append(peak_memory(tmp, args.memory_dvs))
+        figures += backlog_in_one_run(settings, tmp, args.backlog)
         print()
         for figure in figures:
             print(figure.line())

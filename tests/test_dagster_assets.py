@@ -8,7 +8,9 @@ import json
 import dagster as dg
 import pytest
 
+from dv_assets.defs.partition_events import RECORDED_AGAIN
 from dv_assets.defs.sensors import mirror_range_request
+from dv_assets.defs.status_metadata import LAG_SECONDS, LAG_VERSIONS
 from dv_assets.defs.table_metadata import delta_column_schema, iceberg_column_schema
 from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.iceberg.java import IcebergJava
@@ -16,21 +18,32 @@ from dv_assets.mirror.iceberg.mirror_table import CommitRequest
 from dv_assets.mirror.iceberg.types import Schema
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import (
+    add_partitions,
     build_source,
     checks_by_partition,
     checks_passed,
     definitions,
     evaluate_sensor,
+    latest_materialization,
     launch_requested_runs,
     make_source,
     materializations,
     materialize_version,
+    materialized_order,
     recorded_check_status,
     recorded_materializations,
+    resources,
+    run_materializations,
 )
 
 CHECKS = ["metadata_row_count_matches", "one_dv_per_data_file", "row_count_matches"]
 ALL_PASS = dict.fromkeys(CHECKS, True)
+# A mirror run scans (row_count_matches) the newest version of its range only.
+BLOCKING_PASS = {"metadata_row_count_matches": True, "one_dv_per_data_file": True}
+
+
+def checked_in_run(versions: range, newest: int) -> dict[str, dict[str, bool]]:
+    return {str(v): ALL_PASS if v == newest else BLOCKING_PASS for v in versions}
 
 
 def test_delta_versions_record_what_each_commit_did(copy_fixture) -> None:
@@ -44,6 +57,22 @@ def test_delta_versions_record_what_each_commit_did(copy_fixture) -> None:
         )
         in_run = materializations(result, key)
         assert in_run == recorded_materializations(instance, key, [str(v) for v in range(10)])
+        # Recorded in version order, once each: the newest is the asset's latest materialization.
+        assert materialized_order(instance, key) == [str(v) for v in range(10)]
+        assert latest_materialization(instance, key) == ("9", 9)
+
+        # Partition 3 again: recorded, then 9 again, so that 9 stays the latest.
+        again = dg.materialize([built.delta_versions], instance=instance, partition_key="3")
+        assert [m.partition for m in run_materializations(again, key)] == ["3", "9"]
+        assert run_materializations(again, key)[-1].description == RECORDED_AGAIN
+        assert latest_materialization(instance, key) == ("9", 9)
+        # A range above: its newest is the latest.
+        instance.add_dynamic_partitions(built.partitions_def.name, [str(v) for v in range(10, 16)])
+        above = dg.materialize(
+            [built.delta_versions], instance=instance, tags=mirror_range_request(built.source, 12, 15).tags
+        )
+        assert [m.partition for m in run_materializations(above, key)] == ["12", "13", "14", "15"]
+        assert latest_materialization(instance, key) == ("15", 15)
     meta = {int(p): m for p, m in in_run.items()}
     assert sorted(meta) == list(range(10))
     assert all(meta[v]["delta_version"] == v for v in meta)
@@ -125,9 +154,20 @@ def test_mirror_in_order_reports_gaps_and_existing_snapshots(spark, catalog, cop
         assert mirrored["3"]["mirrored_versions"] == "0, 1, 2, 3"
         assert len({m["snapshot_id"] for m in mirrored.values()}) == 4
         assert checks_passed(first) == ALL_PASS
-        # The gap's versions are checked too, each on its own partition.
-        assert checks_by_partition(first) == {str(v): ALL_PASS for v in range(4)}
+        # The gap's versions are checked too, each on its own partition (the full scan on 3 only).
+        assert checks_by_partition(first) == checked_in_run(range(4), 3)
         assert instance.get_materialized_partitions(dg.AssetKey(key)) == {"0", "1", "2", "3"}
+        # In version order, the gap first: 3 is the latest, with the mirror's current state.
+        assert [m.partition for m in run_materializations(first, key)] == ["0", "1", "2", "3"]
+        assert latest_materialization(instance, key) == ("3", 3)
+        current = mirrored["3"]
+        assert (current["mirrored_delta_version"], current["live_rows"]) == (3, current["dagster/row_count"])
+        assert current["current_snapshot_id"] == current["snapshot_id"]
+        assert current["metadata_location"].endswith(".metadata.json")
+        assert "mirrored_delta_version" not in mirrored["2"]
+        # The lag on every materialization: Delta is at 15, the mirror at 3.
+        assert {(m[LAG_VERSIONS], m["delta_latest_version"]) for m in mirrored.values()} == {(12, 15)}
+        assert all(m[LAG_SECONDS] > 0 for m in mirrored.values())
 
         snapshots = spark.sql(f"SELECT * FROM {built.source.spark_table}.snapshots").count()
         again = materializations(materialize_version(built, catalog, instance, 3), key)["3"]
@@ -144,7 +184,42 @@ def test_mirror_in_order_reports_gaps_and_existing_snapshots(spark, catalog, cop
         later = materialize_version(built, catalog, instance, 9)
         assert materializations(later, key)["9"]["mirrored_versions"] == "4, 5, 6, 7, 8, 9"
         assert all(checks_passed(later).values())
-        assert checks_by_partition(later) == {str(v): ALL_PASS for v in range(4, 10)}
+        assert checks_by_partition(later) == checked_in_run(range(4, 10), 9)
+        assert latest_materialization(instance, key) == ("9", 9)
+
+        # Partition 3 again, below the mirror's version: 9 is recorded again, last, and stays the latest.
+        below = materialize_version(built, catalog, instance, 3)
+        assert [m.partition for m in run_materializations(below, key)] == ["3", "9"]
+        nine = run_materializations(below, key)[-1]
+        assert nine.description == RECORDED_AGAIN
+        assert nine.metadata["mirrored_delta_version"].value == 9
+        assert latest_materialization(instance, key) == ("9", 9)
+        assert set(checks_by_partition(below)) == {"3", "9"}
+
+        # The failure path: versions 10..15 exist, 16 and 17 do not. 10..13 are mirrored first, then 14
+        # and 15; they are recorded, in order, before the run fails.
+        add_partitions(instance, built, list(range(10, 18)))
+        failed = dg.materialize(
+            [built.iceberg_mirror],
+            instance=instance,
+            resources=resources(catalog),
+            tags=mirror_range_request(built.source, 14, 17).tags,
+            raise_on_error=False,
+        )
+        assert not failed.success
+        recorded = run_materializations(failed, key)
+        assert [m.partition for m in recorded] == [str(v) for v in range(10, 16)]
+        assert {m.description for m in recorded} == {"mirrored before the run failed"}
+        assert latest_materialization(instance, key) == ("15", 15)
+        assert recorded[-1].metadata["mirrored_delta_version"].value == 15
+        assert recorded[-1].metadata[LAG_VERSIONS].value == 0
+        assert materialized_order(instance, key) == [
+            *("0", "1", "2", "3"),
+            "3",
+            *(str(v) for v in range(4, 10)),
+            *("3", "9"),
+            *(str(v) for v in range(10, 16)),
+        ]
 
 
 @pytest.mark.spark
@@ -181,12 +256,38 @@ def test_a_backlog_is_one_run_with_every_version_recorded_and_checked(spark, cat
         ]
         assert instance.get_materialized_partitions(dg.AssetKey(source.mirror_asset_key)) == set(versions)
 
-        # ... and is checked by both checks, each result on its own partition, in the run and the instance.
-        assert checks_by_partition(run) == {p: ALL_PASS for p in versions}
+        # Both assets in version order: the newest version is each one's latest materialization, and the
+        # mirror's carries its current state (what the asset's overview shows).
+        for key in (source.delta_asset_key, source.mirror_asset_key):
+            assert materialized_order(instance, key) == versions
+            assert latest_materialization(instance, key) == ("15", 15)
+        newest = mirror["15"]
+        assert (newest["mirrored_delta_version"], newest["dagster/row_count"], newest["live_rows"]) == (
+            15,
+            35,
+            35,
+        )
+        assert newest["current_snapshot_id"] == newest["snapshot_id"]
+        live_dvs = spark.sql(f"SELECT * FROM {source.spark_table}.delete_files").count()
+        assert (newest["live_dvs"], newest[LAG_VERSIONS], newest[LAG_SECONDS]) == (live_dvs, 0, 0.0)
+        assert newest["live_data_files"] == delta["15"]["live_data_files"]
+        assert all(mirror[p][LAG_VERSIONS] == 0 for p in versions)  # recorded after the whole backlog
+
+        # ... and is checked, each result on its own partition, in the run and the instance: the blocking
+        # checks on every version, the full scan on the newest.
+        assert checks_by_partition(run) == checked_in_run(range(16), 15)
         by_version = {(e.check_name, e.partition): e for e in run.get_asset_check_evaluations()}
-        assert by_version["row_count_matches", "9"].metadata["delta_version"].value == 9
-        assert recorded_check_status(instance, source.mirror_asset_key, CHECKS, versions) == {
-            p: {name: "SUCCEEDED" for name in CHECKS} for p in versions
+        assert by_version["row_count_matches", "15"].metadata["delta_version"].value == 15
+        for e in run.get_asset_check_evaluations():  # each linked to its version's materialization
+            assert e.target_materialization_data is not None
+        statuses = recorded_check_status(instance, source.mirror_asset_key, CHECKS, versions)
+        assert statuses == {
+            p: {
+                "metadata_row_count_matches": "SUCCEEDED",
+                "one_dv_per_data_file": "SUCCEEDED",
+                "row_count_matches": "SUCCEEDED" if p == "15" else "PLANNED",  # the UI: skipped
+            }
+            for p in versions
         }
         assert evaluate_sensor(defs, source.version_sensor_name, instance, tick.cursor).run_requests == []
 
@@ -219,28 +320,39 @@ def test_a_check_failing_on_an_earlier_version_of_the_run_fails_the_run(spark, c
         assert sorted(materializations(run, source.mirror_asset_key), key=int) == versions
         # The mirror kept the file's true count (its DV changed, the file was not re-added): both the
         # metadata check (Delta's log vs. Iceberg's summary) and the full scan see the lie.
-        wrong = {
-            "metadata_row_count_matches": False,
-            "row_count_matches": False,
-            "one_dv_per_data_file": True,
-        }
-        assert checks_by_partition(run) == {p: wrong if p in ("8", "9") else ALL_PASS for p in versions}
+        wrong = {"metadata_row_count_matches": False, "one_dv_per_data_file": True}
+        expected = checked_in_run(range(8, 16), 15)
+        assert checks_by_partition(run) == expected | {"8": wrong, "9": wrong}
         failed = {(e.check_name, e.partition): e for e in run.get_asset_check_evaluations() if not e.passed}
-        rows = failed["row_count_matches", "8"].metadata
-        assert rows["delta_rows_from_log"].value == rows["iceberg_rows_read"].value + 1
         fast = failed["metadata_row_count_matches", "8"]
         assert (
             fast.metadata["delta_rows_from_log"].value == fast.metadata["iceberg_rows_from_summary"].value + 1
         )
-        assert fast.metadata["iceberg_rows_from_summary"].value == rows["iceberg_rows_read"].value
         assert "total-position-deletes" in (fast.description or "")
-        for check in ("row_count_matches", "metadata_row_count_matches"):
-            recorded = recorded_check_status(instance, source.mirror_asset_key, [check], versions)
-            assert {p for p, s in recorded.items() if s[check] == "FAILED"} == {"8", "9"}
-            assert {p for p, s in recorded.items() if s[check] == "SUCCEEDED"} == set(versions[2:])
+        recorded = recorded_check_status(
+            instance, source.mirror_asset_key, ["metadata_row_count_matches"], versions
+        )
+        assert {p for p, s in recorded.items() if s["metadata_row_count_matches"] == "FAILED"} == {"8", "9"}
         # Only the blocking metadata check fails its step (and so the run); the full scan is not blocking.
         (failure,) = [e for e in run.all_events if e.event_type_value == "STEP_FAILURE"]
         assert failure.step_key is not None and "metadata_row_count_matches" in failure.step_key
+
+        # The full scan on request: the checks job for the range 8..9 scans both versions and sees the lie.
+        checks_job = defs.resolve_job_def(source.checks_job_name)
+        scan = checks_job.execute_in_process(
+            instance=instance, tags=mirror_range_request(source, 8, 9).tags, raise_on_error=False
+        )
+        by_key = {(e.check_name, e.partition): e for e in scan.get_asset_check_evaluations()}
+        assert {k: e.passed for k, e in by_key.items() if k[0] == "row_count_matches"} == {
+            ("row_count_matches", "8"): False,
+            ("row_count_matches", "9"): False,
+        }
+        rows = by_key["row_count_matches", "8"].metadata
+        assert rows["delta_rows_from_log"].value == rows["iceberg_rows_read"].value + 1
+        assert fast.metadata["iceberg_rows_from_summary"].value == rows["iceberg_rows_read"].value
+        recorded = recorded_check_status(instance, source.mirror_asset_key, ["row_count_matches"], versions)
+        assert {p for p, s in recorded.items() if s["row_count_matches"] == "FAILED"} == {"8", "9"}
+        assert recorded["15"]["row_count_matches"] == "SUCCEEDED"
 
 
 @pytest.mark.spark
@@ -296,10 +408,8 @@ def test_the_metadata_row_count_check_refuses_files_without_num_records(spark, c
     with dg.instance_for_test() as instance:
         run = materialize_version(built, catalog, instance, 1, raise_on_error=False)
     assert not run.success  # blocking: a refusal stops the run like a failure
-    assert checks_by_partition(run) == {
-        str(v): {"metadata_row_count_matches": False, "row_count_matches": True, "one_dv_per_data_file": True}
-        for v in (0, 1)
-    }
+    blocked = {"metadata_row_count_matches": False, "one_dv_per_data_file": True}
+    assert checks_by_partition(run) == {"0": blocked, "1": blocked | {"row_count_matches": True}}
     refused = {e.partition: e for e in run.get_asset_check_evaluations() if not e.passed}
     assert "refused: 1 of 1 live data files of Delta v1 have no numRecords" in (
         refused["1"].description or ""

@@ -9,10 +9,21 @@ import dagster as dg
 import pytest
 
 from dv_assets.defs.iceberg.checks import one_dv_result, row_count_result
+from dv_assets.defs.sensors import mirror_range_request
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.sync import sync_table
-from tests.helpers.dagster import definitions, hash_tree, make_source
+from tests.helpers.dagster import (
+    add_partitions,
+    build_source,
+    definitions,
+    hash_tree,
+    latest_materialization,
+    make_source,
+    materialize_version,
+    recorded_materializations,
+    resources,
+)
 
 
 @pytest.mark.spark
@@ -71,3 +82,52 @@ def test_cleanup_reclaims_only_mirror_owned_files(spark, catalog, copy_fixture, 
     # The retained snapshots still read correctly.
     assert row_count_result(spark, source, 15).passed
     assert one_dv_result(spark, source, 15).passed
+
+
+@pytest.mark.spark
+def test_expired_versions_are_observed_as_expired_and_cannot_be_materialized_again(
+    spark, catalog, copy_fixture
+) -> None:
+    source = make_source(copy_fixture("dv-partitioned-with-checkpoint"), retain_last=3)
+    built = build_source(source)
+    defs = definitions([source], catalog)
+    key = dg.AssetKey(source.mirror_asset_key)
+    with dg.instance_for_test() as instance:
+        add_partitions(instance, built, list(range(6)))
+        mirrored = dg.materialize(
+            built.assets,
+            instance=instance,
+            resources=resources(catalog),
+            tags=mirror_range_request(source, 0, 5).tags,
+        )
+        assert mirrored.success
+        cleanup = defs.resolve_job_def(source.cleanup_job_name).execute_in_process(instance=instance)
+        assert cleanup.success
+        observations = [
+            e.event_specific_data.asset_observation
+            for e in cleanup.all_events
+            if e.event_type_value == "ASSET_OBSERVATION"
+        ]
+        (table,) = [o for o in observations if o.partition is None]
+        assert table.metadata["retained_delta_versions"].value == "3..5"
+        assert table.metadata["expired_delta_versions"].value == "0..2"
+        expired = {o.partition: o.metadata for o in observations if o.partition is not None}
+        assert sorted(expired) == ["0", "1", "2"]
+        materialized = recorded_materializations(instance, source.mirror_asset_key, ["0", "1", "2"])
+        for partition, metadata in expired.items():
+            assert metadata["status"].value == metadata["dvmirror/time_travel"].value == "expired"
+            assert metadata["snapshot_id"].value == materialized[partition]["snapshot_id"]
+            assert metadata["expired_by_run"].value == cleanup.run_id
+        # ... as the instance holds them for each partition (what the UI's partition view shows).
+        recorded = instance.fetch_observations(
+            dg.AssetRecordsFilter(asset_key=key, asset_partitions=["1"]), limit=1
+        ).records
+        assert recorded[0].asset_observation.metadata["status"].value == "expired"
+
+        # An expired version cannot be mirrored again; the run fails before committing anything.
+        again = materialize_version(built, catalog, instance, 1, raise_on_error=False)
+        assert not again.success
+        (failure,) = again.get_step_failure_events()
+        message = failure.step_failure_data.error.message
+        assert "version(s) 1 were mirrored but their snapshots are no longer retained" in message
+        assert latest_materialization(instance, source.mirror_asset_key) == ("5", 5)

@@ -1,11 +1,13 @@
 """The Dagster UI in a real browser: dagster-webserver on workspace.yaml, over an instance where a
-partition was materialized with its checks, rendered by headless Chromium (the UI is a React app, so
+range of partitions (Delta versions 0..1) was materialized in one run with its checks, rendered by
+headless Chromium (the UI is a React app, so
 the test reads the rendered DOM). A screenshot goes to .screenshots/ (git-ignored)."""
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -17,11 +19,13 @@ from pathlib import Path
 import dagster as dg
 import pytest
 
+from dv_assets.defs.sensors import mirror_range_request
 from tests.helpers.dagster import (
+    add_partitions,
     build_source,
     checks_passed,
     make_source,
-    materialize_version,
+    resources,
     source_attributes,
     tables_file,
 )
@@ -42,7 +46,8 @@ pytestmark = [
 
 @pytest.fixture
 def webserver(spark, catalog, copy_fixture, tmp_path) -> Iterator[tuple[str, str]]:
-    """A webserver over an instance holding one materialized partition (with checks) of a mirror."""
+    """A webserver over an instance holding a mirror's versions 0..1, materialized (with checks) in one
+    range run, as the sensor requests a backlog."""
     table = copy_fixture("table-with-dv-small")
     source = make_source(table)
     sources = tables_file(tmp_path / "tables.yaml", source_attributes(source))
@@ -50,7 +55,14 @@ def webserver(spark, catalog, copy_fixture, tmp_path) -> Iterator[tuple[str, str
     home.mkdir()
     (home / "dagster.yaml").write_text("telemetry:\n  enabled: false\n")
     with dg.DagsterInstance.from_config(str(home)) as instance:
-        result = materialize_version(build_source(source), catalog, instance, 1)
+        built = build_source(source)
+        add_partitions(instance, built, [0, 1])
+        result = dg.materialize(
+            [*built.assets, *built.checks],
+            instance=instance,
+            resources=resources(catalog),
+            tags=mirror_range_request(source, 0, 1).tags,
+        )
         assert checks_passed(result) == {
             "metadata_row_count_matches": True,
             "row_count_matches": True,
@@ -99,6 +111,12 @@ def webserver(spark, catalog, copy_fixture, tmp_path) -> Iterator[tuple[str, str
         server.wait(timeout=30)
 
 
+def shown_value(text: str, key: str) -> str | None:
+    """The value the overview's metadata table shows for `key` (rendered as: key, timestamp, value)."""
+    found = re.search(rf"(?<![\w/]){re.escape(key)} \w+ \d+, [\d:]+ [AP]M (\S+)", text)
+    return found.group(1) if found else None
+
+
 def test_ui_shows_assets_metadata_and_checks(webserver, tmp_path) -> None:
     url, name = webserver
     profile = tmp_path / "chromium"
@@ -114,6 +132,17 @@ def test_ui_shows_assets_metadata_and_checks(webserver, tmp_path) -> None:
     mirror = rendered_text(f"{url}/assets/iceberg/{name}?view=events&partition=1", profile)
     for shown in ("snapshot_id", "dvs_copied", "bytes_written", "puffin_files", "mirrored_versions"):
         assert shown in mirror, shown
+
+    # The overview shows the latest materialization: the newest version (1, with 8 of its 10 rows live
+    # after its DV), with the mirror's current state.
+    overview = rendered_text(f"{url}/assets/iceberg/{name}", profile)
+    assert "Row count 8" in overview, overview[-3000:]
+    shown = {
+        key: shown_value(overview, key) for key in ("delta_version", "mirrored_delta_version", "live_rows")
+    }
+    assert shown == {"delta_version": "1", "mirrored_delta_version": "1", "live_rows": "8"}, overview[-3000:]
+    for key in ("current_snapshot_id", "dvmirror/lag_versions", "live_dvs", "metadata_location"):
+        assert key in overview, key
 
     checks = rendered_text(f"{url}/assets/iceberg/{name}?view=checks", profile)
     assert "row_count_matches" in checks and "one_dv_per_data_file" in checks

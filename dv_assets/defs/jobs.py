@@ -5,6 +5,10 @@ backlog as one range) and `checks_<name>` (the asset checks only, for CI: run wi
 tags set to a range); and `cleanup` (snapshot expiry and reclaiming the mirror's own files, see
 maintenance.py).
 
+Which versions the checks evaluate (iceberg/checks.py): in `mirror_<name>` the blocking checks run on
+every version the run covers and the full scan (`row_count_matches`) on the newest version of its range
+only, so a backlog costs one scan; `checks_<name>` evaluates every check on every version it is asked for.
+
 A job spans one partitions definition, and each source has its own (its Delta versions), so the
 mirror and checks jobs are per source.
 """
@@ -30,7 +34,7 @@ def build_mirror_job(
         partitions_def=partitions_def,
         description=f"Record Delta versions of {source.name} (one partition or a range, in one run) and "
         f"mirror them into {source.iceberg_table}, one snapshot each, then run the blocking checks on "
-        "every version's snapshot.",
+        "every version's snapshot and the full row-count scan on the newest version's.",
         tags=source.tags,
     )
 
@@ -43,6 +47,6 @@ def build_checks_job(
         selection=dg.AssetSelection.checks_for_assets(dg.AssetKey(source.mirror_asset_key)),
         partitions_def=partitions_def,
         description=f"Only the asset checks of {source.iceberg_table} (for CI), for one Delta version "
-        "or a range of them.",
+        "or a range of them: every check, the full scan included, on every version asked for.",
         tags=source.tags,
     )

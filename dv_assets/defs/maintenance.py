@@ -1,13 +1,25 @@
 """The `cleanup_<name>` job (one per table): `dv_assets.mirror.expire_and_reclaim`
 (snapshot expiry past the source's retention; only the mirror's own files are ever deleted), reported as
-an asset observation of `iceberg/<source>`."""
+asset observations of `iceberg/<source>`:
+
+* one for the table: what was expired and reclaimed, and the Delta versions still retained
+  (`retained_delta_versions`), i.e. those a reader can still time-travel to;
+* one per expired version's partition (`status: expired`, `dvmirror/time_travel: expired`, the snapshot
+  and the cleanup run): the partition stays materialized in Dagster (it was mirrored), but its snapshot,
+  and the delete files its materialization lists, are gone. Materializing it again fails (a mirror never
+  goes back; iceberg/assets.py).
+"""
 
 import dagster as dg
 from pydantic import Field
 
+from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.mirror import IcebergJava, MaintenanceReport, expire_and_reclaim
+from dv_assets.defs.status_metadata import RETAINED_VERSIONS, version_ranges
+from dv_assets.mirror import IcebergJava, MaintenanceReport, MirrorTable, expire_and_reclaim
 from resources.spark import IcebergSparkResource
+
+TIME_TRAVEL = "dvmirror/time_travel"
 
 MAX_LISTED = 50
 
@@ -28,6 +40,48 @@ def report_metadata(report: MaintenanceReport) -> dict[str, dg.MetadataValue]:
             "\n".join(f"- `{f.rsplit('/', 1)[-1]}`" for f in listed[:MAX_LISTED]) or "none"
         ),
     }
+
+
+def expiry_metadata(
+    report: MaintenanceReport, before: MirrorTable | None
+) -> tuple[dict[str, dg.MetadataValue], dict[int, int]]:
+    """The table's expired and retained Delta versions (from the snapshots before the expiry), and the
+    expired versions' snapshot ids by version."""
+    versions = {} if before is None else {s.snapshot_id: s.delta_version for s in before.snapshots}
+    expired = {v: sid for sid in report.expired_snapshot_ids if (v := versions.get(sid)) is not None}
+    retained = [v for sid, v in versions.items() if v is not None and v not in expired]
+    metadata = {
+        RETAINED_VERSIONS: dg.MetadataValue.text(version_ranges(retained)),
+        "expired_delta_versions": dg.MetadataValue.text(version_ranges(expired)),
+    }
+    return metadata, expired
+
+
+def expired_partition_observations(
+    context: dg.OpExecutionContext, source: DeltaSource, expired: dict[int, int], retained: str
+) -> list[dg.AssetObservation]:
+    """One observation per expired version that Dagster holds as a materialized partition of the
+    mirror: it can no longer be read (time-travelled to) in the mirror."""
+    asset_key = dg.AssetKey(source.mirror_asset_key)
+    materialized = context.instance.get_materialized_partitions(asset_key)
+    return [
+        dg.AssetObservation(
+            asset_key=asset_key,
+            partition=partition_key(version),
+            description=f"Snapshot {snapshot_id} of Delta version {version} expired by the cleanup job: "
+            "this version can no longer be read from the mirror.",
+            metadata={
+                "status": dg.MetadataValue.text("expired"),
+                TIME_TRAVEL: dg.MetadataValue.text("expired"),
+                "delta_version": dg.MetadataValue.int(version),
+                "snapshot_id": dg.MetadataValue.int(snapshot_id),
+                "expired_by_run": dg.MetadataValue.dagster_run(context.run_id),
+                RETAINED_VERSIONS: dg.MetadataValue.text(retained),
+            },
+        )
+        for version, snapshot_id in sorted(expired.items())
+        if partition_key(version) in materialized
+    ]
 
 
 def cleanup_run_config(source: DeltaSource) -> dict:
@@ -60,18 +114,25 @@ def build_cleanup_job(sources: list[DeltaSource], job_name: str, op_name: str) -
         rows = []
         for name in config.sources or list(by_name):
             source = by_name[name]
+            before = iceberg.load(source.iceberg_table)  # the expired snapshots' Delta versions
             report = expire_and_reclaim(
                 iceberg, source.iceberg_table, source.retention, dry_run=config.dry_run
             )
+            versions, expired = expiry_metadata(report, before)
             context.log.info(
                 f"{name}: expired {len(report.expired_snapshot_ids)} of {report.snapshots_before} "
                 f"snapshots, reclaimed {report.files_reclaimed} files, {report.bytes_reclaimed} bytes"
             )
             context.log_event(
                 dg.AssetObservation(
-                    asset_key=dg.AssetKey(source.mirror_asset_key), metadata=report_metadata(report)
+                    asset_key=dg.AssetKey(source.mirror_asset_key),
+                    metadata=report_metadata(report) | versions,
                 )
             )
+            if not config.dry_run:
+                retained = versions[RETAINED_VERSIONS].value
+                for observation in expired_partition_observations(context, source, expired, str(retained)):
+                    context.log_event(observation)
             totals["files_reclaimed"] += report.files_reclaimed
             totals["bytes_reclaimed"] += report.bytes_reclaimed
             totals["snapshots_expired"] += len(report.expired_snapshot_ids)

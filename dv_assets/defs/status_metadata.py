@@ -1,10 +1,12 @@
 """A mirror's `MirrorStatus` as Dagster metadata: the lag figures (`dvmirror/lag_versions`,
 `dvmirror/lag_seconds`: numbers, so the UI plots them over time) recorded on every materialization of
 `iceberg/<source>` and on every sensor tick that finds the mirror behind, and the current-state figures
-the asset's overview shows."""
+the asset's overview shows; and the Delta versions a mirror still holds, as ranges (the cleanup job's
+`retained_delta_versions`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import dagster as dg
@@ -14,6 +16,7 @@ if TYPE_CHECKING:
 
 LAG_VERSIONS = "dvmirror/lag_versions"
 LAG_SECONDS = "dvmirror/lag_seconds"
+RETAINED_VERSIONS = "retained_delta_versions"
 
 
 def lag_metadata(status: MirrorStatus) -> dict[str, dg.MetadataValue]:
@@ -47,3 +50,14 @@ def current_state_metadata(status: MirrorStatus) -> dict[str, dg.MetadataValue]:
     if status.metadata_location is not None:
         metadata["metadata_location"] = dg.MetadataValue.path(status.metadata_location)
     return metadata | lag_metadata(status)
+
+
+def version_ranges(versions: Iterable[int]) -> str:
+    """Delta versions as ascending ranges: `0..3, 5, 7..9` (compact for a long retained history)."""
+    spans: list[list[int]] = []
+    for v in sorted(set(versions)):
+        if spans and v == spans[-1][1] + 1:
+            spans[-1][1] = v
+        else:
+            spans.append([v, v])
+    return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in spans) or "none"

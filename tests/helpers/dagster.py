@@ -177,6 +177,28 @@ def materializations(result: dg.ExecuteInProcessResult, key: list[str]) -> dict[
     return out
 
 
+def run_materializations(result: dg.ExecuteInProcessResult, key: list[str]) -> list[dg.AssetMaterialization]:
+    """The run's materializations of `key`, in the order the run logged them."""
+    events = result.get_asset_materialization_events()
+    return [e.materialization for e in events if e.materialization.asset_key == dg.AssetKey(key)]
+
+
+def materialized_order(instance: dg.DagsterInstance, key: list[str]) -> list[str]:
+    """The partitions of every materialization of `key` the instance holds, in the order they were
+    stored (their storage ids)."""
+    records = instance.fetch_materializations(dg.AssetKey(key), limit=10_000, ascending=True).records
+    return [r.partition_key or "" for r in records]
+
+
+def latest_materialization(instance: dg.DagsterInstance, key: list[str]) -> tuple[str, int]:
+    """Dagster's latest materialization of `key` (what the asset's overview shows): its partition and
+    the Delta version its metadata names."""
+    event = instance.get_latest_materialization_event(dg.AssetKey(key))
+    assert event is not None and event.asset_materialization is not None
+    materialization = event.asset_materialization
+    return materialization.partition or "", materialization.metadata["delta_version"].value
+
+
 def recorded_materializations(
     instance: dg.DagsterInstance, key: list[str], partitions: list[str]
 ) -> dict[str, dict]:

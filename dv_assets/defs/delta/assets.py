@@ -1,7 +1,8 @@
 """`delta/<source>`: one partition per Delta version, recording what that commit did (no Spark).
 
 A run materializes a range of partitions (`BackfillPolicy.single_run()`: the sensor's backlog is one
-run); each version in it gets its own materialization with its own commit's facts.
+run); each version in it gets its own materialization with its own commit's facts, logged in version
+order so that the newest version is the asset's latest materialization (partition_events.py).
 
 Partition keys are the Delta versions as plain decimal strings ("0", "1", …, "10"): the sensor adds
 them in ascending order, so Dagster's partition order (insertion order) is numeric order, and every
@@ -9,10 +10,16 @@ place in this package that sorts keys sorts them with `int()`.
 """
 
 import datetime as dt
+from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
 
+from dv_assets.defs.partition_events import (
+    RECORDED_AGAIN,
+    newest_materialized_version,
+    no_derived_materializations,
+)
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.defs.table_metadata import delta_version_metadata
 from dv_assets.mirror import CommitFacts, commit_facts, operation_parameters_text
@@ -101,19 +108,30 @@ def build_delta_versions_asset(
         tags=source.tags,
         backfill_policy=dg.BackfillPolicy.single_run(),
     )
-    def delta_versions(context: dg.AssetExecutionContext) -> dg.MaterializeResult:
+    def delta_versions(
+        context: dg.AssetExecutionContext,
+    ) -> Iterator[dg.AssetMaterialization | dg.MaterializeResult]:
         delta = source.delta_table()
-        for key in context.partition_keys:
-            facts = commit_facts(delta, version_of(key))
+        versions = sorted(version_of(k) for k in context.partition_keys)
+        newest_requested = versions[-1]
+        newest = newest_materialized_version(context.instance, context.asset_key)
+        if newest is not None and newest > versions[-1]:
+            versions.append(newest)
+        for version in versions:
+            facts = commit_facts(delta, version)
             context.log.info(
                 f"{source.name} v{facts.version} {facts.operation}: +{facts.data_files_added}/-"
                 f"{facts.data_files_removed} files, DVs +{facts.dvs_added}/~{facts.dvs_updated}/-"
                 f"{facts.dvs_removed}, {facts.rows_deleted_by_dvs} rows deleted by DVs, "
                 f"{facts.live_rows} live rows"
             )
-            # Partition-scoped metadata: Dagster records one materialization per partition of the run,
-            # each with its own version's facts.
-            context.add_asset_metadata(facts_metadata(facts, source.delta_path), partition_key=key)
-        return dg.MaterializeResult()
+            # Logged as each version is read, in ascending order: the newest is the asset's latest.
+            yield dg.AssetMaterialization(
+                asset_key=context.asset_key,
+                partition=partition_key(version),
+                description=RECORDED_AGAIN if version > newest_requested else None,
+                metadata=facts_metadata(facts, source.delta_path),
+            )
+        yield no_derived_materializations()
 
     return delta_versions

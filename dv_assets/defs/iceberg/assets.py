@@ -4,7 +4,11 @@ A run materializes a range of partitions (`BackfillPolicy.single_run()`: the sen
 backfill launched in the UI, is one run and one Spark session). It calls `sync_table(...,
 until_version=<the range's last version>)`, which mirrors every version not yet mirrored up to there, in
 order, each as its own snapshot; every version is recorded as a materialization of its own partition
-with its own metadata (`version_metadata`), and the newest one also carries the run's totals.
+with its own metadata (`version_metadata`, its snapshot's dagster/* table metadata) and the mirror's lag
+(`dvmirror/lag_versions`, `dvmirror/lag_seconds`). They are logged in ascending version order, so the
+newest is the asset's latest materialization (partition_events.py), and that one also carries the
+run's figures and the mirror's current state (status_metadata.py: mirrored version, rows, live DVs,
+current snapshot, metadata location): what the asset's overview shows.
 
 * A version already mirrored reports its existing snapshot (`existing_metadata`); nothing is committed.
 * Versions below the range not yet mirrored (a single partition materialized past a gap, or an earlier
@@ -13,23 +17,34 @@ with its own metadata (`version_metadata`), and the newest one also carries the 
 * A mirror never goes back: a version at or below the last mirrored one whose snapshot has expired
   cannot be mirrored again; the run fails naming it before committing anything.
 * When a version fails, the versions committed before it are recorded before the run fails.
+* A run of versions all older than the mirror's current one records the current one again, last.
 """
 
 import time
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass
 
 import dagster as dg
 from dagster._core.definitions.metadata import TableMetadataSet  # the dagster/* table keys; not dg.* in 1.13
 
 from dv_assets.defs.delta.assets import partition_key, version_of
+from dv_assets.defs.partition_events import (
+    RECORDED_AGAIN,
+    add_missing_partitions,
+    in_version_order,
+    no_derived_materializations,
+)
 from dv_assets.defs.sources import DeltaSource
+from dv_assets.defs.status_metadata import current_state_metadata, lag_metadata
 from dv_assets.defs.table_metadata import iceberg_snapshot_metadata
 from dv_assets.mirror import (
     IcebergJava,
     MirrorConflictError,
+    MirrorStatus,
+    MirrorTable,
     Snapshot,
     VersionResult,
+    mirror_status,
     read_mirror_table,
     sync_table,
 )
@@ -79,16 +94,9 @@ def existing_metadata(snapshot: Snapshot, table: str) -> dict[str, dg.MetadataVa
     }
 
 
-def standard_metadata(
-    spark: IcebergSparkResource, source: DeltaSource, snapshot_ids: list[int]
-) -> dict[int, dict[str, Any]]:
+def standard_metadata(mirror: MirrorTable, source: DeltaSource, snapshot_ids: list[int]) -> dict[int, dict]:
     """Snapshot id → Dagster's table metadata (dagster/row_count, dagster/column_schema,
-    dagster/table_name) from the Iceberg metadata: one pyiceberg read for all of a run's snapshots."""
-    if not snapshot_ids:
-        return {}
-    mirror = read_mirror_table(spark.settings.catalog, source.iceberg_table)
-    if mirror is None:
-        raise ValueError(f"{source.iceberg_table} is not in the catalog {spark.settings.catalog.describe()}")
+    dagster/table_name) from the Iceberg metadata."""
     return {i: iceberg_snapshot_metadata(mirror, i, source.spark_table) for i in snapshot_ids}
 
 
@@ -96,47 +104,86 @@ def _versions_text(versions: list[int]) -> str:
     return ", ".join(str(v) for v in versions)
 
 
+@dataclass(frozen=True)
+class Recorded:
+    """One version's materialization, before the run's figures are added."""
+
+    version: int
+    snapshot_id: int
+    metadata: dict[str, dg.MetadataValue]
+    description: str | None = None
+
+
 def build_iceberg_mirror_asset(
     source: DeltaSource, partitions_def: dg.DynamicPartitionsDefinition
 ) -> dg.AssetsDefinition:
     table = source.iceberg_table
 
-    def recorded(
-        context: dg.AssetExecutionContext,
-        results: list[VersionResult],
-        why: str,
-        standard: dict[int, dict[str, Any]],
-    ) -> Iterator[dg.AssetMaterialization]:
-        """Explicit materializations of versions this run committed outside the normal result (below its
-        range, or before a failure): each is a partition too, and Dagster records only what is yielded."""
-        if not results:
-            return
-        name = partitions_def.name
-        assert name is not None
-        known = set(context.instance.get_dynamic_partitions(name))
-        missing = [
-            partition_key(r.delta_version) for r in results if partition_key(r.delta_version) not in known
-        ]
-        if missing:
-            context.instance.add_dynamic_partitions(name, missing)
-        for result in results:
-            yield dg.AssetMaterialization(
-                asset_key=context.asset_key,
-                partition=partition_key(result.delta_version),
-                description=why,
-                metadata={**version_metadata(result, table), **standard.get(result.snapshot_id, {})},
-            )
+    def read_back(spark: IcebergSparkResource) -> tuple[MirrorTable, MirrorStatus]:
+        """The table as the catalog has it after the run (pyiceberg), and where it stands against the
+        Delta log."""
+        mirror = read_mirror_table(spark.settings.catalog, table)
+        if mirror is None:
+            raise ValueError(f"{table} is not in the catalog {spark.settings.catalog.describe()}")
+        return mirror, mirror_status(source.delta_table(), mirror, table)
 
-    def standard_or_nothing(
-        context: dg.AssetExecutionContext, spark: IcebergSparkResource, results: list[VersionResult]
-    ) -> dict[int, dict[str, Any]]:
-        """The table metadata on the failure path: informative only, so it must not replace the run's
-        real error with its own."""
+    def materializations(
+        context: dg.AssetExecutionContext,
+        recorded: list[Recorded],
+        run_figures: dict[str, dg.MetadataValue],
+        mirror: MirrorTable | None,
+        status: MirrorStatus | None,
+    ) -> list[dg.AssetMaterialization]:
+        """One materialization per version, in ascending version order (partition_events.py): each with
+        its version's metadata, its snapshot's dagster/* table metadata and the mirror's lag; the newest
+        also with the run's figures and the mirror's current state (what the asset's overview shows)."""
+        if not recorded:
+            return []
+        ordered = sorted(recorded, key=lambda r: r.version)
+        add_missing_partitions(
+            context.instance, source.partitions_name, [partition_key(r.version) for r in ordered]
+        )
+        standard = (
+            {} if mirror is None else standard_metadata(mirror, source, [r.snapshot_id for r in ordered])
+        )
+        lag = {} if status is None else lag_metadata(status)
+        events = []
+        for r in ordered:
+            metadata = r.metadata | standard.get(r.snapshot_id, {}) | lag
+            if r is ordered[-1]:
+                metadata |= run_figures
+                if status is not None:
+                    metadata |= current_state_metadata(status)
+            events.append(
+                dg.AssetMaterialization(
+                    asset_key=context.asset_key,
+                    partition=partition_key(r.version),
+                    description=r.description,
+                    metadata=metadata,
+                )
+            )
+        return in_version_order(events)
+
+    def recorded_before_failure(
+        context: dg.AssetExecutionContext, spark: IcebergSparkResource, mirrored: list[VersionResult]
+    ) -> list[dg.AssetMaterialization]:
+        """The versions committed before the run failed: they are in the table, so they are recorded.
+        The table metadata and the status are informative only here, so reading them must not replace
+        the run's real error with its own."""
+        if not mirrored:
+            return []
+        mirror, status = None, None
         try:
-            return standard_metadata(spark, source, [r.snapshot_id for r in results])
+            mirror, status = read_back(spark)
         except Exception as err:
-            context.log.warning(f"no dagster/* table metadata for the versions mirrored before it: {err}")
-            return {}
+            context.log.warning(f"no table metadata or lag for the versions mirrored before it: {err}")
+        recorded = [
+            Recorded(
+                r.delta_version, r.snapshot_id, version_metadata(r, table), "mirrored before the run failed"
+            )
+            for r in mirrored
+        ]
+        return materializations(context, recorded, {}, mirror, status)
 
     @dg.asset(
         key=source.mirror_asset_key,
@@ -203,9 +250,7 @@ def build_iceberg_mirror_asset(
                     on_version=on_version,
                 ).latest_delta_version
             except Exception as err:
-                # The versions committed before the failure are in the table: record them.
-                standard = standard_or_nothing(context, spark, mirrored)
-                yield from recorded(context, mirrored, "mirrored before the run failed", standard)
+                yield from recorded_before_failure(context, spark, mirrored)
                 if isinstance(err, MirrorConflictError):
                     # Another run wrote the table meanwhile (runs of one table share the pool `source.pool`).
                     raise dg.Failure(description=err.one_line(), allow_retries=True) from None
@@ -213,42 +258,51 @@ def build_iceberg_mirror_asset(
         by_version = {r.delta_version: r for r in mirrored}
         absent = [v for v in versions if v not in by_version and v not in existing]
         if absent:
-            standard = standard_or_nothing(context, spark, mirrored)
-            yield from recorded(context, mirrored, "mirrored before the run failed", standard)
+            yield from recorded_before_failure(context, spark, mirrored)
             raise dg.Failure(
                 description=f"Delta version(s) {_versions_text(absent)} do not exist in {source.delta_path} "
                 f"(latest is {latest})",
                 allow_retries=False,
             )
-        in_run = set(versions)
-        below = [r for r in mirrored if r.delta_version not in in_run]
-        standard = standard_metadata(
-            spark, source, [r.snapshot_id for r in mirrored] + [s.snapshot_id for s in existing.values()]
-        )
+        mirror, status = read_back(spark)
         run_span = str(newest) if len(versions) == 1 else f"{versions[0]}..{newest}"
-        yield from recorded(
-            context, below, f"mirrored first, in the run for Delta version(s) {run_span}", standard
-        )
-        for v in versions:
-            snapshot_id = by_version[v].snapshot_id if v in by_version else existing[v].snapshot_id
-            metadata = (
-                version_metadata(by_version[v], table)
-                if v in by_version
-                else existing_metadata(existing[v], table)
-            ) | standard[snapshot_id]
-            if v == newest and mirrored:
-                metadata |= {
-                    "mirrored_versions": dg.MetadataValue.text(
-                        _versions_text([r.delta_version for r in mirrored])
-                    ),
-                    "gap_versions_mirrored_first": dg.MetadataValue.int(len(below)),
-                    "run_duration_seconds": dg.MetadataValue.float(round(time.monotonic() - began, 3)),
-                    "dvs_copied_in_run": dg.MetadataValue.int(sum(r.dvs_written for r in mirrored)),
-                    "bytes_written_in_run": dg.MetadataValue.int(sum(r.bytes_written for r in mirrored)),
-                }
-            # Partition-scoped metadata: Dagster records one materialization per partition of the run,
-            # each with its own version's metadata.
-            context.add_asset_metadata(metadata, partition_key=partition_key(v))
-        yield dg.MaterializeResult()
+        recorded = [
+            Recorded(
+                r.delta_version,
+                r.snapshot_id,
+                version_metadata(r, table),
+                None
+                if r.delta_version in versions
+                else f"mirrored first, in the run for Delta version(s) {run_span}",
+            )
+            for r in mirrored
+        ] + [Recorded(v, snap.snapshot_id, existing_metadata(snap, table)) for v, snap in existing.items()]
+        current = mirror.mirrored_base
+        if current is not None and current.delta_version is not None and current.delta_version > newest:
+            # Older versions materialized again: the mirror's current version stays the latest.
+            recorded.append(
+                Recorded(
+                    current.delta_version,
+                    current.snapshot_id,
+                    existing_metadata(current, table),
+                    RECORDED_AGAIN,
+                )
+            )
+        run_figures: dict[str, dg.MetadataValue] = {
+            "run_versions": dg.MetadataValue.text(run_span),
+            "run_duration_seconds": dg.MetadataValue.float(round(time.monotonic() - began, 3)),
+        }
+        if mirrored:
+            below = [r for r in mirrored if r.delta_version not in versions]
+            run_figures |= {
+                "mirrored_versions": dg.MetadataValue.text(
+                    _versions_text([r.delta_version for r in mirrored])
+                ),
+                "gap_versions_mirrored_first": dg.MetadataValue.int(len(below)),
+                "dvs_copied_in_run": dg.MetadataValue.int(sum(r.dvs_written for r in mirrored)),
+                "bytes_written_in_run": dg.MetadataValue.int(sum(r.bytes_written for r in mirrored)),
+            }
+        yield from materializations(context, recorded, run_figures, mirror, status)
+        yield no_derived_materializations()
 
     return iceberg_mirror

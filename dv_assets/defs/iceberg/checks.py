@@ -1,13 +1,21 @@
 """Partitioned asset checks on `iceberg/<source>`: the snapshot for Delta version N is exact.
 
-Partitioned asset checks are a preview feature in Dagster 1.13 (a preview warning is logged). Each
-check evaluates every Delta version its run covers: the run's partitions (one, or the range of the
-sensor's backlog) plus any partition of `iceberg/<source>` the run materialized below them (versions the
-mirror asset mirrored first). It records one `AssetCheckEvaluation` per version, on that version's
-partition: an `AssetCheckResult` cannot name a partition (Dagster stamps it with the run's single
-partition key, and with none in a range run), while evaluations carry their own. A failing evaluation
-of a blocking check on any version fails the check step, and so the run (the versions after it are not
-mirrored by a later run until it is fixed or the check passes).
+Partitioned asset checks are a preview feature in Dagster 1.13 (a preview warning is logged). A check
+records one `AssetCheckEvaluation` per version it evaluates, on that version's partition and linked to
+that partition's latest materialization: an `AssetCheckResult` cannot name a partition (Dagster stamps
+it with the run's single partition key, and with none in a range run), while evaluations carry their
+own. A failing evaluation of a blocking check on any version fails the check step, and so the run (the
+versions after it are not mirrored by a later run until it is fixed or the check passes).
+
+Which versions each check evaluates (`versions_to_check`, `versions_to_scan`):
+
+* the blocking checks, in every run: every version the run covers, i.e. the run's partitions plus any
+  partition of `iceberg/<source>` the run materialized (versions the mirror asset mirrored first below
+  the range, or its current version recorded again);
+* the full scan, in a run that materialized the asset (`mirror_<name>`, the sensor's backlog, a
+  backfill): the newest version of the run's partitions only, so that a backlog of 1,000 versions costs
+  one scan, not 1,000 (the others stay "skipped" for it in the UI); in a run of the checks alone
+  (`checks_<name>`, `dv_assets.ci_checks`): every requested version, one partition or a range.
 
 * `metadata_row_count_matches` (blocking, metadata only: no Spark, no data read, milliseconds a
   version): Delta's live rows at N from its log (Σ numRecords - Σ DV cardinality) equal the snapshot
@@ -199,14 +207,25 @@ def one_dv_result(
     )
 
 
-def versions_to_check(context: dg.AssetCheckExecutionContext, asset_key: dg.AssetKey) -> list[int]:
-    """The run's partitions, and every partition of the asset the run materialized (the versions below
-    the run's range that the mirror asset mirrored first), as Delta versions in ascending order."""
+def _materialized_in_run(context: dg.AssetCheckExecutionContext, asset_key: dg.AssetKey) -> set[str]:
     materialized = context.instance.get_asset_partitions_for_run(
         context.run.run_id, of_type=dg.DagsterEventType.ASSET_MATERIALIZATION
     ).get(asset_key, set())
-    keys = {*context.partition_keys, *(k for k in materialized if k is not None)}
+    return {k for k in materialized if k is not None}
+
+
+def versions_to_check(context: dg.AssetCheckExecutionContext, asset_key: dg.AssetKey) -> list[int]:
+    """The run's partitions, and every partition of the asset the run materialized (the versions below
+    the run's range that the mirror asset mirrored first), as Delta versions in ascending order."""
+    keys = {*context.partition_keys, *_materialized_in_run(context, asset_key)}
     return sorted(version_of(k) for k in keys)
+
+
+def versions_to_scan(context: dg.AssetCheckExecutionContext, asset_key: dg.AssetKey) -> list[int]:
+    """The full scan's versions: the newest of the run's partitions when the run materialized the asset
+    (a backlog costs one scan), every requested one in a run of the checks alone (a check on request)."""
+    requested = sorted(version_of(k) for k in context.partition_keys)
+    return requested[-1:] if _materialized_in_run(context, asset_key) else requested
 
 
 def _checked_materialization(
@@ -225,12 +244,18 @@ def _checked_materialization(
     )
 
 
+VersionsOf = Callable[[dg.AssetCheckExecutionContext, dg.AssetKey], list[int]]
+
+
 def evaluate_versions(
-    context: dg.AssetCheckExecutionContext, check: Callable[[int], dg.AssetCheckResult]
+    context: dg.AssetCheckExecutionContext,
+    check: Callable[[int], dg.AssetCheckResult],
+    versions_of: VersionsOf = versions_to_check,
 ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
-    """`check` on every version the run covers, one evaluation per version's partition."""
+    """`check` on each of the run's versions `versions_of` chooses, one evaluation per version's
+    partition."""
     (spec,) = context.check_specs
-    for version in versions_to_check(context, spec.asset_key):
+    for version in versions_of(context, spec.asset_key):
         key = partition_key(version)
         result = check(version)
         yield dg.AssetCheckEvaluation(
@@ -255,7 +280,7 @@ def build_checks(
     asset = dg.AssetKey(source.mirror_asset_key)
 
     def spark_check(
-        name: str, *, blocking: bool, description: str, check: SparkCheck
+        name: str, *, blocking: bool, description: str, check: SparkCheck, versions_of: VersionsOf
     ) -> dg.AssetChecksDefinition:
         """A check that reads through Spark, in the table's pool (it waits for the mirror's writes)."""
 
@@ -272,7 +297,9 @@ def build_checks(
         ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
             session = spark.spark_session
             mirror = IcebergJava(session).load(source.iceberg_table)  # once: the asset step has finished
-            yield from evaluate_versions(context, lambda version: check(session, source, version, mirror))
+            yield from evaluate_versions(
+                context, lambda version: check(session, source, version, mirror), versions_of
+            )
 
         return with_spark
 
@@ -299,13 +326,16 @@ def build_checks(
         ROW_COUNT_SCAN,
         blocking=False,
         description="Full scan (not blocking): Delta's live rows at version N (log and Delta read) equal "
-        "the rows Iceberg reads from the snapshot.",
+        "the rows Iceberg reads from the snapshot. A mirror run scans the newest version of its range "
+        "only; the checks job scans every version it is asked for.",
         check=row_count_result,
+        versions_of=versions_to_scan,
     )
     one_dv_per_data_file = spark_check(
         ONE_DV,
         blocking=True,
         description="At most one DV per data file, each on a live data file, cardinalities equal Delta's.",
         check=one_dv_result,
+        versions_of=versions_to_check,
     )
     return [metadata_row_count_matches, row_count_matches, one_dv_per_data_file]
