@@ -2,8 +2,8 @@
 
 Each history is built once (Spark DML is the cost), then mirrored into two Iceberg tables (format 3
 with Puffin DVs, format 2 with position deletes), one of them incrementally (`until_version`), and
-every Delta version is compared row for row: Delta Spark time travel vs Iceberg Java through Spark,
-and pyiceberg for the final version.
+every Delta version is compared row for row: Delta Spark time travel vs Iceberg Java through Spark and
+DuckDB (from the metadata file), and pyiceberg for the final version.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from dv_assets.mirror import read_mirror_table
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.delta_histories import (
@@ -29,6 +30,7 @@ from tests.helpers.delta_histories import (
     types_history,
 )
 from tests.helpers.delta_log import read_commit, write_commit
+from tests.helpers.readers import duckdb_column_types
 
 pytestmark = pytest.mark.spark
 
@@ -50,6 +52,28 @@ def test_types_history(spark, catalog, tmp_path: Path, mapping: str) -> None:
     assert latest_version(root) == 14
     mirrors = mirror_both(spark, root, f"types_{mapping}", split_at=[3, 9])
     assert assert_mirrors_match(spark, catalog, root, mirrors, label=f"types {mapping}") == 2 * 15
+    # The rows above compared equal through one canonical form (tests/helpers/rows.py); these are the
+    # types DuckDB read them as: each Iceberg type as its own DuckDB type (no text or float fallbacks),
+    # zone kept for timestamptz and absent for timestamp.
+    duckdb_types = {
+        "id": "INTEGER",
+        "big": "BIGINT",
+        "s": "VARCHAR",
+        "d": "DECIMAL(10,2)",
+        "dt": "DATE",
+        "ts": "TIMESTAMP WITH TIME ZONE",
+        "ntz": "TIMESTAMP",
+        "b": "BOOLEAN",
+        "bin": "BLOB",
+        "st": "STRUCT(x INTEGER, y VARCHAR)",
+        **({"arr": "INTEGER[]", "m": "MAP(VARCHAR, INTEGER)"} if mapping == "none" else {}),
+        "extra": "VARCHAR",
+        "n2": "INTEGER",
+    }
+    for m in mirrors:
+        table = read_mirror_table(catalog, m.table_name)
+        assert table is not None and table.metadata_location is not None
+        assert duckdb_column_types(table.metadata_location, m.snapshots[14]) == duckdb_types, m.table_name
 
 
 @pytest.mark.parametrize(

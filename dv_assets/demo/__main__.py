@@ -10,11 +10,16 @@
    iceberg/<name> for every version, each on its own partition, plus the checks on every version.
 4. Runs the checks-only job on the latest version, evaluates `compacted_deletes_sensor_demo_events` and
    runs the cleanup job it requests.
-5. Prints a summary. Exits 1 when a check failed. `make ui` then shows every run.
+5. Reads the mirror's newest version with DuckDB from its metadata file alone (no catalog; the extensions
+   come from their packages, never downloaded: duckdb_read.py) and checks the row count against what the
+   mirror says; prints where the metadata file is and a DuckDB line that reads it.
+6. Prints a summary. Exits 1 when a check or the DuckDB read failed. `make ui` then shows every run.
 
 The demo runs the code location's own definitions (`dv_assets.definitions`: the table `demo_events` of
 dv_assets/defs/tables/defs.yaml), so `make ui` shows the same jobs and sensors.
 """
+
+from __future__ import annotations
 
 import logging
 import os
@@ -23,8 +28,12 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import dagster as dg
+
+if TYPE_CHECKING:
+    from dv_assets.mirror import CatalogConfig, DeltaTable
 
 DAGSTER_HOME = Path.cwd() / ".dagster_home"
 DEMO_SOURCE = "demo_events"
@@ -71,7 +80,7 @@ def reset_instance() -> dg.DagsterInstance:
 def drop_mirror(spark, table_name: str) -> None:
     """Unregister the demo's Iceberg table (never purge: Iceberg would delete Delta's data files) and
     remove its folder, which holds only Iceberg metadata and the mirror's own delete files."""
-    from dv_assets.mirror.iceberg.java import IcebergJava
+    from dv_assets.mirror import IcebergJava
 
     iceberg = IcebergJava(spark)
     table = iceberg.load(table_name)
@@ -79,6 +88,36 @@ def drop_mirror(spark, table_name: str) -> None:
         return
     iceberg.unregister(table_name)
     shutil.rmtree(table.location.removeprefix("file:"), ignore_errors=True)
+
+
+def read_with_duckdb(catalog: CatalogConfig, table_name: str, delta: DeltaTable) -> tuple[int, int] | None:
+    """DuckDB reads the mirror's newest version from its metadata file, which it prints (where a reader
+    without the catalog finds it) with a line to paste into the DuckDB CLI: (rows DuckDB read, rows the
+    mirror's snapshot says). None when there is nothing to read, or DuckDB or its extension packages (the
+    dev extras) are not installed."""
+    from dv_assets.mirror import mirror_status, read_mirror_table
+
+    status = mirror_status(delta, read_mirror_table(catalog, table_name), table_name)
+    if status.metadata_location is None or status.snapshot_id is None or status.live_rows is None:
+        say(f"  skipped: {table_name} has no mirrored snapshot")
+        return None
+    try:
+        import duckdb
+
+        from dv_assets.demo.duckdb_read import count_sql, offline_duckdb, read_snapshot
+
+        connection = offline_duckdb()
+    except (ImportError, RuntimeError) as missing:
+        say(f"  skipped: {missing} (`make setup` installs the dev extras)")
+        return None
+    rows = read_snapshot(connection, status.metadata_location, status.snapshot_id).num_rows
+    say(
+        f"  DuckDB {duckdb.__version__} read {rows} rows of v{status.mirrored_version} "
+        f"(snapshot {status.snapshot_id}); the mirror says {status.live_rows}"
+    )
+    say(f"  metadata file: {status.metadata_location}")
+    say(f"  in the DuckDB CLI: {count_sql(status.metadata_location, status.snapshot_id)}")
+    return rows, status.live_rows
 
 
 def main() -> int:
@@ -89,9 +128,7 @@ def main() -> int:
     from dv_assets.defs.maintenance import cleanup_run_config
     from dv_assets.defs.sources import VERSIONS_TAG
     from dv_assets.demo.sample_table import build_sample_table
-    from dv_assets.mirror.delta.facts import commit_facts
-    from dv_assets.mirror.delta.replay import DeltaTable
-    from dv_assets.mirror.spark import get_or_create_spark
+    from dv_assets.mirror import DeltaTable, commit_facts, get_or_create_spark
 
     defs = load_definitions()
     demo = next((s for s in sources_of(defs) if s.name == DEMO_SOURCE), None)
@@ -106,16 +143,16 @@ def main() -> int:
     )
     say(f"  {catalog.describe()}, Dagster home {DAGSTER_HOME}")
 
-    say("[1/6] starting Spark (Delta + Iceberg) and resetting the demo's state")
+    say("[1/7] starting Spark (Delta + Iceberg) and resetting the demo's state")
     spark = get_or_create_spark(settings)
     drop_mirror(spark, demo.iceberg_table)
     shutil.rmtree(demo.delta_path, ignore_errors=True)
     instance = reset_instance()
 
-    say("[2/6] building the sample Delta table with Delta Spark (deletion vectors on)")
+    say("[2/7] building the sample Delta table with Delta Spark (deletion vectors on)")
     latest = build_sample_table(spark, Path(demo.delta_path), progress=say)
 
-    say(f"[3/6] {demo.version_sensor_name}: looking for new Delta versions")
+    say(f"[3/7] {demo.version_sensor_name}: looking for new Delta versions")
     tick = defs.resolve_sensor_def(demo.version_sensor_name)(
         dg.build_sensor_context(instance=instance, definitions=defs)
     )
@@ -127,7 +164,7 @@ def main() -> int:
     found = ", ".join(r.tags.get(VERSIONS_TAG, "?") for r in runs)
     say(f"  found versions {found}: {len(runs)} run{'s' if len(runs) != 1 else ''} requested")
 
-    say("[4/6] materializing every version, each its own partition, through the Dagster instance")
+    say("[4/7] materializing every version, each its own partition, through the Dagster instance")
     mirror_job = defs.resolve_job_def(demo.mirror_job_name)
     delta = DeltaTable(demo.delta_path)
     checks_total = checks_passed = dvs_copied = versions_mirrored = 0
@@ -165,7 +202,7 @@ def main() -> int:
             if not failed:
                 failed.append(f"run for versions {request.tags.get(VERSIONS_TAG)} failed")
 
-    say(f"[5/6] checks-only job on the latest version ({latest})")
+    say(f"[5/7] checks-only job on the latest version ({latest})")
     checks = defs.resolve_job_def(demo.checks_job_name).execute_in_process(
         instance=instance, tags={"dagster/partition": str(latest)}, run_config=QUIET, raise_on_error=False
     )
@@ -176,7 +213,7 @@ def main() -> int:
             failed.append(f"v{latest} {evaluation.check_name} (checks job)")
         say(f"  {evaluation.check_name}: {'passed' if evaluation.passed else 'FAILED'}")
 
-    say(f"[6/6] {demo.compacted_sensor_name} and the cleanup job")
+    say(f"[6/7] {demo.compacted_sensor_name} and the cleanup job")
     compacted = defs.resolve_sensor_def(demo.compacted_sensor_name)(
         dg.build_sensor_context(instance=instance, definitions=defs)
     )
@@ -195,7 +232,13 @@ def main() -> int:
     if not cleanup.success:
         failed.append("cleanup job failed")
 
+    say("[7/7] DuckDB reads the newest mirrored version from the metadata file alone (no catalog)")
+    duckdb_read = read_with_duckdb(catalog, demo.iceberg_table, delta)
     final = commit_facts(delta, latest)
+    if duckdb_read is not None and not duckdb_read[0] == duckdb_read[1] == final.live_rows:
+        failed.append(
+            f"DuckDB read {duckdb_read[0]} rows, the mirror says {duckdb_read[1]}, Delta {final.live_rows}"
+        )
     elapsed = time.monotonic() - began
     say("")
     say("Summary")
@@ -209,6 +252,7 @@ def main() -> int:
         f"{dvs_copied} copied in total"
     )
     say(f"  checks passed           : {checks_passed}/{checks_total}")
+    say(f"  read by DuckDB          : {'skipped' if duckdb_read is None else f'{duckdb_read[0]} rows'}")
     say(
         f"  cleanup                 : {totals.get('snapshots_expired', 0)} snapshots expired, "
         f"{totals.get('files_reclaimed', 0)} files / {totals.get('bytes_reclaimed', 0)} bytes reclaimed"

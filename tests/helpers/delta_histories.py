@@ -2,8 +2,9 @@
 checkpoint), mirror them, and compare every version with the oracles.
 
 The oracle is Delta Spark time travel (`versionAsOf`) on the Delta side and Iceberg Java through Spark
-(`versionAsOf` = the snapshot id) on the Iceberg side; pyiceberg reads the final snapshot as a second,
-independent Iceberg reader. Rows are compared exactly (sorted), never just counted.
+(`versionAsOf` = the snapshot id) on the Iceberg side; DuckDB reads every snapshot from the metadata file
+and pyiceberg the final one, as independent Iceberg readers. Rows are compared exactly (sorted), never
+just counted.
 
 Spark jobs are the cost here, so all versions of one table are read in ONE job per side: the
 time-travel reads of every version are unioned (by name, a `__v` column naming the version) and
@@ -26,9 +27,16 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from dv_assets.mirror import read_mirror_table
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
 from dv_assets.mirror.sync import SyncResult, sync_table
-from tests.helpers.readers import pyiceberg_columns, pyiceberg_rows, snapshots_by_delta_version
+from tests.helpers.readers import (
+    duckdb_column_types,
+    duckdb_rows,
+    pyiceberg_columns,
+    pyiceberg_rows,
+    snapshots_by_delta_version,
+)
 from tests.helpers.rows import as_tuples, canonical, row_key
 
 VERSION_COLUMN = "__v"
@@ -168,7 +176,8 @@ def assert_mirrors_match(
     *,
     label: str = "",
 ) -> int:
-    """Every mirrored version of every mirror equals Delta Spark's rows; the final one also per pyiceberg.
+    """Every mirrored version of every mirror equals Delta Spark's rows, through Iceberg Java and DuckDB;
+    the final one also through pyiceberg.
 
     Returns the number of (mirror, version) pairs compared.
     """
@@ -183,6 +192,9 @@ def assert_mirrors_match(
         )
         assert snapshots_by_delta_version(catalog, m.table_name) == m.snapshots, where
         actual = iceberg_versions(spark, m.table_name, m.snapshots)
+        table = read_mirror_table(catalog, m.table_name)
+        assert table is not None and table.metadata_location is not None, where
+        metadata_location = table.metadata_location
         for v in versions:
             assert actual.columns[v] == expected.columns[v], (
                 where,
@@ -192,6 +204,10 @@ def assert_mirrors_match(
             )
             want, got = expected.project(v, expected.columns[v]), actual.project(v, expected.columns[v])
             assert got == want, _diff(where, v, want, got)
+            duckdb_columns = sorted(duckdb_column_types(metadata_location, m.snapshots[v]))
+            assert duckdb_columns == expected.columns[v], (where + " [DuckDB]", v, duckdb_columns)
+            duckdb = as_tuples(duckdb_rows(metadata_location, m.snapshots[v]), expected.columns[v])
+            assert duckdb == want, _diff(where + " [DuckDB]", v, want, duckdb)
             compared += 1
         final_columns = expected.columns[latest]
         read_columns = pyiceberg_columns(catalog, m.table_name, m.snapshots[latest])
