@@ -212,7 +212,8 @@ def build_delta_version_sensor(
         minimum_interval_seconds=30,
         description="Finds new commits in each source's _delta_log; adds them as partitions (ascending) "
         "and requests one mirror run per source for all of them (a partition range); records the mirror's "
-        "lag (dvmirror/lag_versions, dvmirror/lag_seconds) on iceberg/<source> while it is behind.",
+        "lag (dvmirror/lag_versions, dvmirror/lag_seconds) on iceberg/<source> while it is behind, and "
+        "the mirror_lag_within_freshness check when its outcome changes (or every 10 minutes).",
         sources=sources,
         read=lambda source, _: _listing(source, catalog),
         unreadable=lambda source: f"cannot list {source.delta_path}",

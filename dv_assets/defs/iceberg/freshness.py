@@ -77,11 +77,13 @@ def lag_outcome(status: MirrorStatus, freshness: Freshness, now: float) -> tuple
         )
         window_start = deadline.timestamp() - freshness.lower_bound_hours * 3600
         late = status.first_missing_commit_ms / 1000 < window_start
-        verdict = "was due" if late else "is not due yet: due"
-        return (LagOutcome.FAIL if late else LagOutcome.PASS), (
-            f"{behind}; {waited}; commits before {datetime.fromtimestamp(window_start, UTC):%Y-%m-%d %H:%M} "
-            f"UTC {verdict} by the deadline {deadline.isoformat()}"
+        covered = (
+            f"the deadline {deadline.isoformat()} covers commits before "
+            f"{datetime.fromtimestamp(window_start, UTC):%Y-%m-%d %H:%M} UTC"
         )
+        if late:
+            return LagOutcome.FAIL, f"{behind}; {waited}; it was due: {covered}"
+        return LagOutcome.PASS, f"{behind}; {waited}; not due yet: {covered}"
     assert freshness.fail_window_hours is not None
     fail, warn = freshness.fail_window_hours * 3600, freshness.warn_window_hours
     if status.lag_seconds >= fail:
