@@ -9,13 +9,16 @@ the file DVMIRROR_SOURCES names; the catalog from their `catalog`, else DVMIRROR
 DVMIRROR_CATALOG_URI / DVMIRROR_WAREHOUSE). For each table it reads the newest mirrored Delta version
 from the catalog (pyiceberg), adds that version's partition to the Dagster instance when it lacks it (a
 fresh instance; `$DAGSTER_HOME`'s when set, else a temporary one), and executes the table's
-`checks_<name>` job on it: every check, blocking or not. One line per check on stdout:
+`checks_<name>` job on it: every check, blocking or not, and the lag check on the table as it is now
+(`mirror_lag_within_freshness`, no version: is the mirror behind Delta beyond its freshness window?).
+One line per check on stdout:
 
     PASS demo_events v15 metadata_row_count_matches
+    WARN demo_events - mirror_lag_within_freshness: 2 version(s) behind (Delta 16..17 not mirrored); ...
     FAIL demo_events v15 row_count_matches: Delta v15: 35 rows (log), 35 (Delta read); Iceberg ...
 
-Exit codes: 0 every check passed; 1 a check failed, a table has no mirrored version, or a checks run
-failed without evaluating; 2 the configuration could not be loaded.
+Exit codes: 0 every check passed (or failed with WARN severity only); 1 a check failed, a table has no
+mirrored version, or a checks run failed without evaluating; 2 the configuration could not be loaded.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ from dv_assets.definitions import load_definitions
 from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.factory import sources_of, spark_resource_of
 from dv_assets.defs.iceberg.checks import CHECK_NAMES
+from dv_assets.defs.iceberg.freshness import MIRROR_LAG_CHECK
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror import last_mirrored_version
 
@@ -48,10 +52,16 @@ class CheckLine:
     check: str
     passed: bool
     detail: str = ""
+    warning: bool = False  # failed with WARN severity: shown, but does not fail the command
+
+    @property
+    def ok(self) -> bool:
+        return self.passed or self.warning
 
     def __str__(self) -> str:
         version = "-" if self.version is None else f"v{self.version}"
-        text = f"{'PASS' if self.passed else 'FAIL'} {self.table} {version} {self.check}"
+        status = "PASS" if self.passed else "WARN" if self.warning else "FAIL"
+        text = f"{status} {self.table} {version} {self.check}"
         return f"{text}: {self.detail}" if self.detail else text
 
 
@@ -73,14 +83,21 @@ def check_newest_version(
         instance=instance, tags={"dagster/partition": key}, run_config=QUIET, raise_on_error=False
     )
     lines = [
-        CheckLine(source.name, version, e.check_name, e.passed, "" if e.passed else (e.description or ""))
+        CheckLine(
+            source.name,
+            None if e.partition is None else version,  # the lag check: the table now, no version
+            e.check_name,
+            e.passed,
+            "" if e.passed else (e.description or ""),
+            warning=e.severity == dg.AssetCheckSeverity.WARN,
+        )
         for e in sorted(result.get_asset_check_evaluations(), key=lambda e: e.check_name)
     ]
     evaluated = {line.check for line in lines}
     for failure in result.get_step_failure_events():
         # A check step that failed before evaluating (an error, not a failed check) is a failure too.
         step = failure.step_key or "?"
-        named = max((n for n in CHECK_NAMES if step.endswith(n)), key=len, default=step)
+        named = max((n for n in (*CHECK_NAMES, MIRROR_LAG_CHECK) if step.endswith(n)), key=len, default=step)
         if named not in evaluated:
             error = failure.step_failure_data.error
             lines.append(
@@ -104,7 +121,7 @@ def run(table_names: Sequence[str] = ()) -> tuple[int, list[CheckLine]]:
             for line in check_newest_version(defs, source, instance):
                 print(line, flush=True)
                 lines.append(line)
-    return (0 if lines and all(line.passed for line in lines) else 1), lines
+    return (0 if lines and all(line.ok for line in lines) else 1), lines
 
 
 def _instance() -> dg.DagsterInstance:
@@ -129,8 +146,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError) as err:
         print(f"dvmirror-checks: {err}", file=sys.stderr)
         return 2
-    failed = sum(not line.passed for line in lines)
-    print(f"{len(lines) - failed} passed, {failed} failed", file=sys.stderr)
+    failed = sum(not line.ok for line in lines)
+    warned = sum(line.warning and not line.passed for line in lines)
+    print(f"{len(lines) - failed - warned} passed, {warned} warned, {failed} failed", file=sys.stderr)
     return code
 
 

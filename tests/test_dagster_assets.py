@@ -374,7 +374,8 @@ def test_checks_fail_on_a_damaged_mirror(spark, catalog, copy_fixture) -> None:
         result = checks_job.execute_in_process(
             instance=instance, tags={"dagster/partition": "1"}, raise_on_error=False
         )
-        assert checks_passed(result) == dict.fromkeys(CHECKS, False)
+        # Every version check fails; the mirror is not behind Delta, so the lag check passes.
+        assert checks_passed(result) == {**dict.fromkeys(CHECKS, False), "mirror_lag_within_freshness": True}
         by_name = {e.check_name: e for e in result.get_asset_check_evaluations()}
         rows = by_name["row_count_matches"].metadata
         assert (rows["delta_rows_from_log"].value, rows["delta_rows_read"].value) == (8, 8)

@@ -18,6 +18,12 @@ from tests.helpers.paths import REPO_ROOT
 from tests.helpers.processes import dvmirror_env, run
 
 CHECKS = ["metadata_row_count_matches", "one_dv_per_data_file", "row_count_matches"]
+LAG_CHECK = "mirror_lag_within_freshness"  # the table now: no version
+
+
+def in_order(version_lines: list[str], lag_line: str) -> list[str]:
+    """The command's lines for one table: sorted by check name, the lag check's among them."""
+    return [*version_lines[:1], lag_line, *version_lines[1:]]
 
 
 @pytest.mark.spark
@@ -29,8 +35,11 @@ def test_ci_checks_pass_on_the_newest_version_in_a_fresh_process(
     env = dvmirror_env(DVMIRROR_SOURCES=sources_file(tmp_path / "tables.yaml", catalog, source))
     done = run([sys.executable, "-m", "dv_assets.ci_checks"], cwd=REPO_ROOT, env=env, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    assert done.stdout.splitlines() == [f"PASS {source.name} v1 {check}" for check in CHECKS]
-    assert "3 passed, 0 failed" in done.stderr
+    assert done.stdout.splitlines() == in_order(
+        [f"PASS {source.name} v1 {check}" for check in CHECKS],
+        f"PASS {source.name} - {LAG_CHECK}",
+    )
+    assert "4 passed, 0 warned, 0 failed" in done.stderr
 
 
 @pytest.mark.spark
@@ -53,13 +62,17 @@ def test_ci_checks_fail_on_a_damaged_mirror_and_an_unmirrored_table(
     monkeypatch.setenv("DAGSTER_HOME", str(home))  # the checks are recorded where the UI shows them
     assert main([]) == 1
     lines = capsys.readouterr().out.splitlines()
+    # The damage is in the snapshot's content; the mirror is not behind Delta (the lag check passes).
     assert [line.split(":")[0] for line in lines] == [
-        *(f"FAIL {damaged.name} v1 {check}" for check in CHECKS),
+        *in_order(
+            [f"FAIL {damaged.name} v1 {check}" for check in CHECKS],
+            f"PASS {damaged.name} - {LAG_CHECK}",
+        ),
         f"FAIL {missing.name} - mirrored",
     ]
     assert "8 rows from the log" in lines[0] and "10 from its summary" in lines[0]
-    assert "Delta DVs missing in Iceberg" in lines[1]
-    assert f"{missing.iceberg_table} has no mirrored version" in lines[3]
+    assert "Delta DVs missing in Iceberg" in lines[2]
+    assert f"{missing.iceberg_table} has no mirrored version" in lines[4]
     with dg.DagsterInstance.from_config(str(home)) as instance:
         recorded = recorded_check_status(instance, damaged.mirror_asset_key, CHECKS, ["1"])
     assert recorded == {"1": dict.fromkeys(CHECKS, "FAILED")}

@@ -82,6 +82,7 @@ def test_dg_checks_and_lists_the_project_from_the_repository_root(tmp_path) -> N
     assert mirror["source"].startswith("dv_assets/defs/tables/defs.yaml")  # dg links the asset to its YAML
     assert {c["name"] for c in defs["asset_checks"]} == {
         "metadata_row_count_matches",
+        "mirror_lag_within_freshness",
         "one_dv_per_data_file",
         "row_count_matches",
     }
@@ -202,6 +203,11 @@ def test_the_component_yaml_sets_freshness_running_status_and_the_cleanup_schedu
     )
     assert freshness("unwatched") is None
     assert graph.get(dg.AssetKey(["delta", "plain"])).freshness_policy is None  # the mirror's only
+    # The lag check judges the mirror's lag against the same settings; none without them.
+    lag_checks = {
+        k.asset_key.path[-1] for k in graph.asset_check_keys if k.name == "mirror_lag_within_freshness"
+    }
+    assert lag_checks == {"plain", "tuned", "deadline"}
 
     sensors = {s.name: s.default_status for s in repository.sensor_defs}
     schedules = {s.name: s for s in repository.schedule_defs}

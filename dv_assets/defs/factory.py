@@ -25,6 +25,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 from dv_assets.defs.delta.assets import build_delta_versions_asset
 from dv_assets.defs.iceberg.assets import build_iceberg_mirror_asset
 from dv_assets.defs.iceberg.checks import build_checks
+from dv_assets.defs.iceberg.freshness import build_lag_checks
 from dv_assets.defs.jobs import build_checks_job, build_mirror_job
 from dv_assets.defs.maintenance import build_cleanup_job
 from dv_assets.defs.schedules import build_cleanup_schedule
@@ -42,7 +43,8 @@ class SourceDefinitions:
     partitions_def: dg.DynamicPartitionsDefinition
     delta_versions: dg.AssetsDefinition
     iceberg_mirror: dg.AssetsDefinition
-    checks: list[dg.AssetChecksDefinition]
+    checks: list[dg.AssetChecksDefinition]  # per Delta version (partitioned)
+    lag_checks: list[dg.AssetChecksDefinition]  # the table now: none, or `mirror_lag_within_freshness`
     mirror_job: UnresolvedAssetJobDefinition
     checks_job: UnresolvedAssetJobDefinition
 
@@ -57,13 +59,15 @@ def build_source(source: DeltaSource, catalog: CatalogConfig | None = None) -> S
         # writes its files.
         source = source.model_copy(update={"storage_properties": catalog.storage_properties()})
     partitions_def = dg.DynamicPartitionsDefinition(name=source.partitions_name)
+    lag_checks = build_lag_checks(source)
     return SourceDefinitions(
         source=source,
         partitions_def=partitions_def,
         delta_versions=build_delta_versions_asset(source, partitions_def),
         iceberg_mirror=with_freshness(build_iceberg_mirror_asset(source, partitions_def), source),
         checks=build_checks(source, partitions_def),
-        mirror_job=build_mirror_job(source, partitions_def),
+        lag_checks=lag_checks,
+        mirror_job=build_mirror_job(source, partitions_def, lag_checks),
         checks_job=build_checks_job(source, partitions_def),
     )
 
@@ -93,7 +97,7 @@ def build_source_definitions(source: DeltaSource, settings: MirrorSettings) -> d
     cleanup_job = build_cleanup_job([source], source.cleanup_job_name, source.cleanup_op_name)
     return dg.Definitions(
         assets=built.assets,
-        asset_checks=built.checks,
+        asset_checks=[*built.checks, *built.lag_checks],
         jobs=[built.mirror_job, built.checks_job, cleanup_job],
         sensors=[
             build_delta_version_sensor(

@@ -8,6 +8,9 @@ maintenance.py).
 Which versions the checks evaluate (iceberg/checks.py): in `mirror_<name>` the blocking checks run on
 every version the run covers and the full scan (`row_count_matches`) on the newest version of its range
 only, so a backlog costs one scan; `checks_<name>` evaluates every check on every version it is asked for.
+The lag check (`mirror_lag_within_freshness`, iceberg/freshness.py) is not partitioned: `checks_<name>`
+evaluates it once per run, on the table as it is then; `mirror_<name>` leaves it out (the version sensor
+reports it as the mirror catches up).
 
 A job spans one partitions definition, and each source has its own (its Delta versions), so the
 mirror and checks jobs are per source.
@@ -24,13 +27,16 @@ from dv_assets.defs.sources import DeltaSource
 
 
 def build_mirror_job(
-    source: DeltaSource, partitions_def: dg.DynamicPartitionsDefinition
+    source: DeltaSource,
+    partitions_def: dg.DynamicPartitionsDefinition,
+    lag_checks: list[dg.AssetChecksDefinition],
 ) -> UnresolvedAssetJobDefinition:
     return dg.define_asset_job(
         name=source.mirror_job_name,
         selection=dg.AssetSelection.assets(
             dg.AssetKey(source.delta_asset_key), dg.AssetKey(source.mirror_asset_key)
-        ),
+        )
+        - dg.AssetSelection.checks(*lag_checks),
         partitions_def=partitions_def,
         description=f"Record Delta versions of {source.name} (one partition or a range, in one run) and "
         f"mirror them into {source.iceberg_table}, one snapshot each, then run the blocking checks on "

@@ -17,6 +17,11 @@ remembers a switch in the UI).
   the lag (`dvmirror/lag_versions`, `dvmirror/lag_seconds`; `lag_metadata`), read without a JVM (the
   Delta log and pyiceberg). An up-to-date mirror records nothing: a tick every 30 seconds would fill the
   event log with zeros, and the materialization that catches the mirror up records its lag (0).
+  From the same reading it evaluates `mirror_lag_within_freshness` (iceberg/freshness.py) and reports
+  the evaluation only when its outcome (PASS, WARN, FAIL) differs from the last one reported, or
+  `REPORT_EVERY_SECONDS` after it; the cursor keeps that report under `<source>:lag_outcome` and
+  `<source>:lag_reported_at` (epoch seconds), beside the version keys (a cursor without them still loads:
+  the next tick reports).
 * `compacted_deletes_sensor` reads each mirror's last mirrored Delta version (pyiceberg, no Spark) and
   looks at the Delta commits mirrored since its cursor; commits that removed files carrying DVs or
   replaced DVs (OPTIMIZE, REORG … APPLY (PURGE), DV updates) leave mirror-owned delete files behind
@@ -26,6 +31,7 @@ remembers a switch in the UI).
 """
 
 import json
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
@@ -40,6 +46,7 @@ from dagster._core.storage.tags import (  # the tags of a partition-range run; n
 )
 
 from dv_assets.defs.delta.assets import partition_key
+from dv_assets.defs.iceberg.freshness import REPORT_EVERY_SECONDS, lag_check_evaluation, lag_check_result
 from dv_assets.defs.maintenance import cleanup_run_config
 from dv_assets.defs.sources import VERSIONS_TAG, DeltaSource
 from dv_assets.defs.status_metadata import lag_metadata
@@ -55,7 +62,7 @@ from dv_assets.mirror import (
 
 T = TypeVar("T")
 # What a per-source sensor's tick yields: run requests, partitions to add, asset events to record.
-TickItem = dg.RunRequest | dg.AddDynamicPartitionsRequest | dg.AssetObservation
+TickItem = dg.RunRequest | dg.AddDynamicPartitionsRequest | dg.AssetObservation | dg.AssetCheckEvaluation
 
 
 def _cursor(context: dg.SensorEvaluationContext) -> dict[str, int]:
@@ -99,7 +106,7 @@ def _per_source_sensor(
         return dg.SensorResult(
             run_requests=[i for i in items if isinstance(i, dg.RunRequest)],
             dynamic_partitions_requests=[i for i in items if isinstance(i, dg.AddDynamicPartitionsRequest)],
-            asset_events=[i for i in items if isinstance(i, dg.AssetObservation)],
+            asset_events=[i for i in items if isinstance(i, dg.AssetObservation | dg.AssetCheckEvaluation)],
             cursor=json.dumps(cursor, sort_keys=True),
         )
 
@@ -146,6 +153,22 @@ def lag_observation(source: DeltaSource, status: MirrorStatus) -> dg.AssetObserv
     )
 
 
+def lag_check_report(
+    context: dg.SensorEvaluationContext, source: DeltaSource, status: MirrorStatus, cursor: dict[str, int]
+) -> list[TickItem]:
+    """The lag check's evaluation when its outcome changed since the last one reported (the cursor's),
+    or that report is `REPORT_EVERY_SECONDS` old; nothing otherwise (a tick every 30 seconds)."""
+    if source.freshness is None:
+        return []
+    now = time.time()
+    outcome, result = lag_check_result(status, source.freshness, now)
+    outcome_key, reported_key = f"{source.name}:lag_outcome", f"{source.name}:lag_reported_at"
+    if cursor.get(outcome_key) == outcome and now - cursor.get(reported_key, 0) < REPORT_EVERY_SECONDS:
+        return []
+    cursor[outcome_key], cursor[reported_key] = int(outcome), int(now)
+    return [lag_check_evaluation(source, result, context.instance)]
+
+
 def build_delta_version_sensor(
     sources: list[DeltaSource],
     partitions: dict[str, dg.DynamicPartitionsDefinition],
@@ -164,8 +187,10 @@ def build_delta_version_sensor(
             context.log.warning(
                 f"{source.name}: no lag recorded, the mirror could not be read: {listed.status_error}"
             )
-        elif not listed.status.up_to_date:
-            items.append(lag_observation(source, listed.status))
+        else:
+            if not listed.status.up_to_date:
+                items.append(lag_observation(source, listed.status))
+            items += lag_check_report(context, source, listed.status, cursor)
         seen = cursor.get(source.name)
         first = listed.oldest if seen is None else max(seen + 1, listed.oldest)
         versions = list(range(first, listed.latest + 1))
@@ -187,7 +212,8 @@ def build_delta_version_sensor(
         minimum_interval_seconds=30,
         description="Finds new commits in each source's _delta_log; adds them as partitions (ascending) "
         "and requests one mirror run per source for all of them (a partition range); records the mirror's "
-        "lag (dvmirror/lag_versions, dvmirror/lag_seconds) on iceberg/<source> while it is behind.",
+        "lag (dvmirror/lag_versions, dvmirror/lag_seconds) on iceberg/<source> while it is behind, and "
+        "the mirror_lag_within_freshness check when its outcome changes (or every 10 minutes).",
         sources=sources,
         read=lambda source, _: _listing(source, catalog),
         unreadable=lambda source: f"cannot list {source.delta_path}",

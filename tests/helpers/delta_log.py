@@ -111,6 +111,15 @@ def read_commit(root: Path, version: int) -> list[dict]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
+def set_commit_time(root: Path, version: int, timestamp_ms: int) -> None:
+    """Give a commit (of a copied fixture, say) a known commitInfo timestamp: the lag is measured from it."""
+    actions = read_commit(root, version)
+    (commit_info,) = [a["commitInfo"] for a in actions if "commitInfo" in a]
+    assert "inCommitTimestamp" not in commit_info  # the timestamp the lag is read from
+    commit_info["timestamp"] = timestamp_ms
+    write_commit(root, version, actions)
+
+
 def base_commit(*adds: dict) -> list[dict]:
     return [info("WRITE"), {"protocol": PROTOCOL}, {"metaData": METADATA}, *adds]
 
