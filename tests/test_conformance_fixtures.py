@@ -1,7 +1,8 @@
 """Every fixture table, every version, both targets: the mirror reads back as the fixtures' expected rows.
 
 Expected rows come from delta-rs (the fixtures' oracle); the mirror is read by Iceberg Java (Spark time
-travel by snapshot id) and by pyiceberg. Neither reader, nor the fixtures, were written by dv-mirror.
+travel by snapshot id), by pyiceberg and by iceberg-rust (pyiceberg-core's DataFusion table provider).
+None of the readers, nor the fixtures, were written by dv-mirror.
 """
 
 from __future__ import annotations
@@ -17,7 +18,12 @@ from tests.helpers.paths import (
     expected_versions,
     fixture_tables,
 )
-from tests.helpers.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version
+from tests.helpers.readers import (
+    iceberg_java_rows,
+    iceberg_rust_rows,
+    pyiceberg_rows,
+    snapshots_by_delta_version,
+)
 from tests.helpers.rows import sorted_rows
 
 MALFORMED = ("cdf-table-with-dv", 5)  # an inline DV past the end of its file: refused, see the README
@@ -52,6 +58,7 @@ def test_fixture_mirrors_exactly(spark, catalog, table: str, format_version: int
         snapshot_id = by_version[version]
         assert iceberg_java_rows(spark, name, snapshot_id) == expected, f"Iceberg Java, v{version}"
         assert pyiceberg_rows(catalog, name, snapshot_id) == expected, f"pyiceberg, v{version}"
+        assert iceberg_rust_rows(catalog, name, snapshot_id) == expected, f"iceberg-rust, v{version}"
 
 
 @pytest.mark.spark

@@ -4,17 +4,22 @@ Delta Spark and delta-rs for the source side. Every reader's rows go through Arr
 
 from __future__ import annotations
 
+import json
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
+import datafusion
 import deltalake
 import pyarrow as pa
+from pyiceberg_core.datafusion import IcebergDataFusionTable
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.mirror_table import DELTA_VERSION_SUMMARY
+from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
 from tests.helpers.paths import expected_rows
 from tests.helpers.processes import spark_job
@@ -78,6 +83,31 @@ def pyiceberg_state(catalog: CatalogConfig, table_name: str) -> tuple[int | None
         snapshot.summary.additional_properties.get("dvmirror.delta-version") if snapshot.summary else None
     )
     return snapshot.snapshot_id, version, len(table.snapshots())
+
+
+def iceberg_rust_rows(catalog: CatalogConfig, table_name: str, snapshot_id: int | None = None) -> list[dict]:
+    """iceberg-rust's rows of a snapshot of the mirror (the current one by default), as dicts, canonical
+    and sorted: pyiceberg-core's DataFusion table provider over the table's metadata file, queried by a
+    DataFusion session. The provider reads a metadata file's current snapshot only; for another one it
+    reads a copy of the metadata file, written outside the table, whose current snapshot (and schema) is
+    that one."""
+    metadata_location = catalog.pyiceberg_catalog().load_table(table_name).metadata_location
+    with tempfile.TemporaryDirectory(prefix="iceberg-rust-") as folder:
+        if snapshot_id is not None:
+            metadata = json.loads(FileIO(catalog.storage_properties()).read(metadata_location))
+            (snapshot,) = [s for s in metadata["snapshots"] if s["snapshot-id"] == snapshot_id]
+            metadata["current-snapshot-id"] = snapshot_id
+            metadata["current-schema-id"] = snapshot.get("schema-id", metadata["current-schema-id"])
+            metadata["refs"] = {"main": {"snapshot-id": snapshot_id, "type": "branch"}}
+            copy = Path(folder) / "snapshot.metadata.json"
+            copy.write_text(json.dumps(metadata))
+            metadata_location = f"file:{copy}"
+        provider = IcebergDataFusionTable(
+            table_name.split("."), metadata_location, catalog.storage_properties()
+        )
+        context = datafusion.SessionContext()
+        context.register_table("mirror", provider)
+        return sorted_rows(context.sql("SELECT * FROM mirror").to_arrow_table().to_pylist())
 
 
 def current_snapshot_id(spark: SparkSession, table_name: str) -> int | None:
