@@ -21,6 +21,7 @@ from tests.helpers.paths import (
 from tests.helpers.readers import (
     iceberg_java_rows,
     iceberg_rust_rows,
+    int96_columns,
     pyiceberg_rows,
     snapshots_by_delta_version,
 )
@@ -53,12 +54,13 @@ def test_fixture_mirrors_exactly(spark, catalog, table: str, format_version: int
     assert sorted(by_version) == versions  # one snapshot per Delta version, nothing after a refusal
     table_meta = catalog.pyiceberg_catalog().load_table(name)
     assert table_meta.format_version == format_version
+    unreadable = int96_columns(delta_path)
     for version in versions:
         expected = sorted_rows(expected_rows(table, version))
         snapshot_id = by_version[version]
         assert iceberg_java_rows(spark, name, snapshot_id) == expected, f"Iceberg Java, v{version}"
         assert pyiceberg_rows(catalog, name, snapshot_id) == expected, f"pyiceberg, v{version}"
-        assert iceberg_rust_rows(catalog, name, snapshot_id) == expected, f"iceberg-rust, v{version}"
+        assert_iceberg_rust_reads(iceberg_rust_rows(catalog, name, snapshot_id), expected, unreadable)
 
 
 @pytest.mark.spark
@@ -73,3 +75,15 @@ def test_v3_snapshots_hold_at_most_one_dv_per_data_file(spark, catalog) -> None:
             f"VERSION AS OF {snapshot_id} GROUP BY referenced_data_file HAVING count(*) > 1"
         ).collect()
         assert rows == [], f"v{version}: {rows}"
+
+
+def assert_iceberg_rust_reads(rows: list[dict], expected: list[dict], int96: set[str]) -> None:
+    """iceberg-rust's rows are Delta's, but for the INT96 timestamp columns, which it reads as NULL
+    (`readers.int96_columns`; the README says so): the day it reads them, this fails, and the README
+    gets updated."""
+
+    def without(found: list[dict]) -> list[dict]:
+        return sorted_rows({k: v for k, v in row.items() if k not in int96} for row in found)
+
+    assert without(rows) == without(expected)
+    assert all(row[column] is None for row in rows for column in int96)

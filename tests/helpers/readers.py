@@ -14,6 +14,7 @@ from urllib.parse import quote, unquote, urlsplit
 import datafusion
 import deltalake
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyiceberg_core.datafusion import IcebergDataFusionTable
 from pyspark.sql import SparkSession
 
@@ -108,6 +109,18 @@ def iceberg_rust_rows(catalog: CatalogConfig, table_name: str, snapshot_id: int 
         context = datafusion.SessionContext()
         context.register_table("mirror", provider)
         return sorted_rows(context.sql("SELECT * FROM mirror").to_arrow_table().to_pylist())
+
+
+def int96_columns(table_root: Path) -> set[str]:
+    """The top-level columns a Delta table's data files store as Parquet INT96 (Delta Spark's default for
+    timestamps). iceberg-rust (pyiceberg-core 0.11) reads them as NULL in a `timestamptz` column: it reads
+    INT96 as a timestamp without zone, which its projection does not accept for `timestamptz`."""
+    return {
+        column.name
+        for data_file in table_root.rglob("*.parquet")
+        for column in pq.ParquetFile(data_file).schema
+        if column.physical_type == "INT96"
+    }
 
 
 def current_snapshot_id(spark: SparkSession, table_name: str) -> int | None:
