@@ -158,7 +158,8 @@ def test_an_older_mirror_with_bare_paths_keeps_syncing_exactly(
         assert len(old_data - final_data) > 0  # some of the old code's files were removed
         properties = IcebergJava(spark).load(name).properties
         bare_left = any(f.startswith("/") for f in final_data)
-        assert (properties.get(URI_LOCATIONS_PROPERTY) == "true") == (not bare_left)
+        # Marked only by a run that starts with no bare path left (test_plan covers the marking itself).
+        assert properties.get(URI_LOCATIONS_PROPERTY) != "true" or not bare_left
 
     assert assert_mirrors_match(spark, catalog, root, mirrors, label="older mirror") == 2 * (latest + 1)
     expected = delta_versions(spark, root, list(range(latest + 1)))
