@@ -23,6 +23,7 @@ from dv_assets.mirror.iceberg.maintenance import Retention, expire_and_reclaim
 from dv_assets.mirror.iceberg.mirror_table import URI_LOCATIONS_PROPERTY
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import CatalogConfig
+from dv_assets.mirror.sync import sync_table
 from dv_assets.mirror.verify import dv_findings
 from tests.helpers.delta_histories import (
     Mirrored,
@@ -116,12 +117,14 @@ def test_an_older_mirror_with_bare_paths_keeps_syncing_exactly(
     spark, catalog, tmp_path: Path, old_code
 ) -> None:
     """Versions 0-1 (insert, DVs) mirrored by the old code; then, by this code in three runs, DVs replaced
-    on its files (v2 update, v3 merge), new files, its files removed (v5 optimize), restored (v7), and so
-    on to the end. Every version reads back as Delta's through Iceberg Java and pyiceberg; every DV names
-    its data file exactly as recorded; the cleanup keeps what retained snapshots reference."""
+    on its files (v2 update, v3 merge: converted in Spark tasks), new files, its files removed (v5
+    optimize), restored (v7), and so on to the end. Every version reads back as Delta's through Iceberg
+    Java and pyiceberg; every DV names its data file exactly as recorded; the cleanup keeps what retained
+    snapshots reference. No column mapping: the old code's paths hold the partition folders `p=50%25`,
+    `p=a b`, `p=x%3Dy`."""
     root = tmp_path / "older mirror"
     with fast_spark(spark):
-        partitioned_history(spark, root, "name", v2_checkpoints=True)
+        partitioned_history(spark, root, "none", v2_checkpoints=True)
     latest = latest_version(root)
     mirrors = []
     for fmt in (3, 2):
@@ -131,12 +134,17 @@ def test_an_older_mirror_with_bare_paths_keeps_syncing_exactly(
         # What the old code wrote: bare paths, DVs naming them so.
         assert old_data and old_deletes and all(f.startswith("/") for f in old_data | set(old_deletes))
         assert all(path.startswith("/") for path in old_deletes.values())
+        assert any("/p=50%25/" in f for f in old_data) and any("/p=x%3Dy/" in f for f in old_data)
 
-        mirror(spark, root, name, fmt, split_at=[3, 7])
+        # The new DVs on the old code's files are written by Spark tasks (the executor path), the rest on
+        # the driver.
+        in_tasks = sync_table(spark, root, name, format_version=fmt, until_version=3, executor_threshold=1)
+        assert {v.dvs_converted_on.split(" ")[0] for v in in_tasks.versions if v.dvs_written} == {"spark"}
+        mirror(spark, root, name, fmt, split_at=[7])
         mirrored = Mirrored(name, fmt, snapshots_by_delta_version(catalog, name))
         mirrors.append(mirrored)
 
-        named_as_recorded = 0
+        named_as_recorded = named_in_tasks = 0
         for version in range(2, latest + 1):
             data, deletes = files_of(spark, name, mirrored.snapshots[version])
             # A file is named as it was recorded (a bare path the old code wrote), or by its URI.
@@ -147,6 +155,8 @@ def test_an_older_mirror_with_bare_paths_keeps_syncing_exactly(
                 f for f, path in deletes.items() if f in old_data and path.startswith("file:")
             }
             named_as_recorded += len(new_dvs_on_old_files)
+            if version <= 3:
+                named_in_tasks += len(new_dvs_on_old_files)
             if fmt == 2:  # a position-delete file's rows name the data file as recorded too
                 for data_file in new_dvs_on_old_files:
                     rows = pq.read_table(comparable(deletes[data_file]), columns=["file_path"])
@@ -154,6 +164,7 @@ def test_an_older_mirror_with_bare_paths_keeps_syncing_exactly(
             findings = dv_findings(spark, DeltaTable(str(root)), version, name, mirrored.snapshots[version])
             assert findings.passed, (version, findings.found)
         assert named_as_recorded > 0  # new DVs on the old code's files happened, named as recorded
+        assert named_in_tasks > 0  # some of them written by Spark tasks
         final_data, _ = files_of(spark, name, mirrored.snapshots[latest])
         assert len(old_data - final_data) > 0  # some of the old code's files were removed
         properties = IcebergJava(spark).load(name).properties
@@ -193,7 +204,8 @@ def test_a_new_mirror_reads_back_with_every_reader_whatever_its_paths_hold(
     as on disk, and Iceberg Java, pyiceberg and iceberg-rust read every version, both formats, as Delta."""
     root = tmp_path / "new %25 mirror"
     with fast_spark(spark):
-        partitioned_history(spark, root, "name", v2_checkpoints=False)
+        # No column mapping: with it, Delta names data folders by random prefixes, not partition values.
+        partitioned_history(spark, root, "none", v2_checkpoints=False)
     latest = latest_version(root)
     mirrors = mirror_both(spark, root, "locations_new", split_at=[4])
     assert assert_mirrors_match(spark, catalog, root, mirrors, label="new mirror") == 2 * (latest + 1)

@@ -450,6 +450,18 @@ def test_every_location_written_to_iceberg_is_a_uri_kept_literally() -> None:
     assert MirrorLayout("/wh/ns/t/").delete_dir == "file:/wh/ns/t/data"
 
 
+def test_a_file_uri_names_its_file_literally(tmp_path: Path) -> None:
+    """The mirror reads and writes its own files by the URI it records: `%25`, `#` and `?` are characters
+    of the name (a URL parser would decode the one and cut the path at the others)."""
+    folder = tmp_path / "t %25 #1 ?x"
+    folder.mkdir()
+    location = iceberg_location(str(folder / "dvmirror-a#b.puffin"))
+    io = FileIO()
+    io.write(location, b"blob")
+    assert (folder / "dvmirror-a#b.puffin").read_bytes() == b"blob" and io.read(location) == b"blob"
+    assert [info.location for info in io.list_dir(iceberg_location(str(folder)))] == [location]
+
+
 def test_ownership_is_one_spelling_and_orphans_have_a_minimum_age() -> None:
     for table, deletes in (("file:/wh/ns/t", "/wh/ns/t/data"), ("/wh/ns/t", "file:///wh/ns/t/data")):
         layout = MirrorLayout(table)

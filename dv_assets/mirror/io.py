@@ -23,6 +23,8 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from dv_assets.mirror.iceberg.layout import comparable
+
 
 @dataclass(frozen=True)
 class FileInfo:
@@ -81,12 +83,13 @@ class FileIO:
         """The pyarrow file system of `location` and the path within it."""
         if location.startswith("/"):  # a plain absolute path, by far the commonest: no parsing
             return _LOCAL, location
+        if location.startswith("file:") and comparable(location).startswith("/"):
+            # Literally, as Iceberg's readers take a file URI's path (never percent-decoded, and a `#` or
+            # `?` is part of the name, which URL parsing would cut off): the mirror's own files are named so
+            # in Iceberg (`layout.iceberg_location`); a Delta `file:` URI is decoded before it gets here
+            # (`delta/paths.py`).
+            return _LOCAL, comparable(location)
         parsed = urlparse(location)
-        if parsed.scheme == "file":
-            # Literally, as Iceberg's readers take a file URI's path (never percent-decoded): the mirror's
-            # own files are named so in Iceberg (`layout.iceberg_location`); a Delta `file:` URI is
-            # decoded before it gets here (`delta/paths.py`).
-            return _LOCAL, parsed.path
         if not parsed.scheme or len(parsed.scheme) == 1:  # a plain path (or a Windows drive letter)
             return _LOCAL, location
         if parsed.scheme in _S3_SCHEMES:

@@ -55,6 +55,8 @@ def compare_dvs(
     same DVs with the same cardinalities (by `comparable` location: Iceberg names a file by URI, Delta's
     log replay by path)."""
     per_file = Counter(row.referenced_data_file for row in deletes)
+    # Two DVs on one file are two whatever their spellings (`/x`, `file:/x`).
+    per_location = Counter(comparable(f) for f in per_file.elements() if f is not None)
     iceberg_cardinality: dict[str, int] = {}
     for row in deletes:
         if row.referenced_data_file is not None:
@@ -62,9 +64,7 @@ def compare_dvs(
             iceberg_cardinality[data_file] = iceberg_cardinality.get(data_file, 0) + row.record_count
     delta_dvs = {comparable(f): n for f, n in delta_dvs.items()}
     problems = {
-        "data files with more than one DV": sorted(
-            f"{f} ({n})" for f, n in per_file.items() if f is not None and n > 1
-        ),
+        "data files with more than one DV": sorted(f"{f} ({n})" for f, n in per_location.items() if n > 1),
         "delete files without a referenced data file": sorted(
             row.file_path for row in deletes if row.referenced_data_file is None
         ),
