@@ -20,7 +20,7 @@ from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.layout import comparable
 from dv_assets.mirror.iceberg.maintenance import Retention, expire_and_reclaim
-from dv_assets.mirror.iceberg.mirror_table import URI_LOCATIONS_PROPERTY
+from dv_assets.mirror.iceberg.mirror_table import URI_LOCATIONS_PROPERTY, URI_LOCATIONS_SUMMARY
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.sync import sync_table
@@ -120,8 +120,8 @@ def test_an_older_mirror_with_bare_paths_keeps_syncing_exactly(
     on its files (v2 update, v3 merge: converted in Spark tasks), new files, its files removed (v5
     optimize), restored (v7), and so on to the end. Every version reads back as Delta's through Iceberg
     Java and pyiceberg; every DV names its data file exactly as recorded; the cleanup keeps what retained
-    snapshots reference. No column mapping: the old code's paths hold the partition folders `p=50%25`,
-    `p=a b`, `p=x%3Dy`."""
+    snapshots reference. No column mapping: the old code's paths hold the partition folders `p=a b`,
+    `p=x%3Dy`, `p=a%2520b%3Dc&d`."""
     root = tmp_path / "older mirror"
     with fast_spark(spark):
         partitioned_history(spark, root, "none", v2_checkpoints=True)
@@ -134,7 +134,8 @@ def test_an_older_mirror_with_bare_paths_keeps_syncing_exactly(
         # What the old code wrote: bare paths, DVs naming them so.
         assert old_data and old_deletes and all(f.startswith("/") for f in old_data | set(old_deletes))
         assert all(path.startswith("/") for path in old_deletes.values())
-        assert any("/p=50%25/" in f for f in old_data) and any("/p=x%3Dy/" in f for f in old_data)
+        # Partition values `x=y`, `a%20b=c&d`, `a b` as Delta escapes them on disk (`50%` is gone at v1).
+        assert all(any(f"/p={value}/" in f for f in old_data) for value in ("x%3Dy", "a%2520b%3Dc&d", "a b"))
 
         # The new DVs on the old code's files are written by Spark tasks (the executor path), the rest on
         # the driver.
@@ -171,6 +172,9 @@ def test_an_older_mirror_with_bare_paths_keeps_syncing_exactly(
         bare_left = any(f.startswith("/") for f in final_data)
         # Marked only by a run that starts with no bare path left (test_plan covers the marking itself).
         assert properties.get(URI_LOCATIONS_PROPERTY) != "true" or not bare_left
+        # No snapshot says "no bare path" while one is live: the next run would not look for them.
+        summary = IcebergJava(spark).load(name).current_snapshot.summary
+        assert summary.get(URI_LOCATIONS_SUMMARY) != "true" or not bare_left
 
     assert assert_mirrors_match(spark, catalog, root, mirrors, label="older mirror") == 2 * (latest + 1)
     expected = delta_versions(spark, root, list(range(latest + 1)))
@@ -220,5 +224,8 @@ def test_a_new_mirror_reads_back_with_every_reader_whatever_its_paths_hold(
             f.startswith(f"file:{table.location.removeprefix('file:')}/data/dvmirror-")
             for f in deletes.values()
         )
-        # The characters as on disk: Delta put the partition value `50%` in the folder `p=50%25`.
-        assert any("/p=50%25/" in f for f in data) and all(Path(comparable(f)).is_file() for f in data)
+        # The characters as on disk: Delta put the partition value `50%` in the folder `p=50%25` (its rows
+        # are gone after v1), `a%20b=c&d` in `p=a%2520b%3Dc&d`.
+        first, _ = files_of(spark, mirrored.table_name, mirrored.snapshots[0])
+        assert any("/p=50%25/" in f for f in first) and any("/p=a%2520b%3Dc&d/" in f for f in data)
+        assert all(Path(comparable(f)).is_file() for f in data | first)

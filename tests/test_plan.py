@@ -13,6 +13,7 @@ from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_TIMESTAMP_SUMMARY,
     GC_ENABLED_PROPERTY,
     URI_LOCATIONS_PROPERTY,
+    URI_LOCATIONS_SUMMARY,
     CommitOutcome,
     MirrorTable,
 )
@@ -137,6 +138,8 @@ def test_an_older_mirror_names_its_bare_path_entries_as_recorded_and_new_files_b
     assert [f.path for f in request.remove_data_files] == [f"{root}/b.parquet"]
     assert [f.path for f in request.add_data_files] == [f"file:{root}/c.parquet"]
     assert request.remove_delete_files == (old_dv,)
+    # Bare paths were live when it was planned: the snapshot does not say otherwise, the next run looks again.
+    assert URI_LOCATIONS_SUMMARY not in request.summary
 
     after = state.after(v1.metadata, request, CommitOutcome(8, schema))
     assert after.recorded_paths == {f"{root}/a.parquet": f"{root}/a.parquet"}
@@ -145,4 +148,6 @@ def test_an_older_mirror_names_its_bare_path_entries_as_recorded_and_new_files_b
 
     done = MirrorState.of(table, str(root), {}, [])
     assert done.pending_properties[URI_LOCATIONS_PROPERTY] == "true"
+    no_bare_path = MirrorState.of(table, str(root), {old_dv.referenced_data_file: old_dv}, [])
+    assert plan_of(v1, no_bare_path, root).commit_request([]).summary[URI_LOCATIONS_SUMMARY] == "true"
     assert URI_LOCATIONS_PROPERTY not in MirrorState.of(table, str(root), {}).pending_properties

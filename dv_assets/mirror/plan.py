@@ -42,6 +42,7 @@ from dv_assets.mirror.iceberg.mirror_table import (
     NAME_MAPPING_PROPERTY,
     SAFETY_PROPERTIES,
     URI_LOCATIONS_PROPERTY,
+    URI_LOCATIONS_SUMMARY,
     CommitOutcome,
     CommitRequest,
     MirrorTable,
@@ -180,6 +181,7 @@ class VersionPlan:
             summary={
                 DELTA_OPERATION_SUMMARY: change.operation or "",
                 DELTA_TIMESTAMP_SUMMARY: change.commit_info.timestamp_text,
+                **({} if state.recorded_paths else {URI_LOCATIONS_SUMMARY: "true"}),
             },
             base_snapshot_id=state.base_snapshot_id,
             add_data_files=tuple(

@@ -42,6 +42,10 @@ SAFETY_PROPERTIES: Mapping[str, str] = {
 DELTA_VERSION_SUMMARY = "dvmirror.delta-version"  # the Delta version a snapshot mirrors
 DELTA_OPERATION_SUMMARY = "dvmirror.delta-operation"  # that version's commitInfo.operation
 DELTA_TIMESTAMP_SUMMARY = "dvmirror.delta-timestamp"  # that version's commitInfo.timestamp
+# "true" on a snapshot committed by a mirror that names every data file by URI and knew of no bare path
+# left (`MirrorState.recorded_paths`): older code committing after the table was marked leaves it out,
+# so the next run looks for bare paths again rather than trusting URI_LOCATIONS_PROPERTY.
+URI_LOCATIONS_SUMMARY = "dvmirror.uri-locations"
 
 # Summary keys of a snapshot that changed the table's content (Iceberg's SnapshotSummary). A snapshot the
 # mirror did not write is tolerated only without any of them: metadata-only maintenance such as
