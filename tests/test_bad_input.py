@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError
+from dv_assets.mirror.iceberg.layout import iceberg_location
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.faults import (
     COMMIT_1,
@@ -155,7 +156,8 @@ def test_crash_before_commit_then_rerun_converges(copy_fixture, tmp_path: Path) 
     assert rows == list(range(1, 9))
     # One data file with exactly one DV (the rerun's; the crashed run's Puffin file is not referenced).
     tasks = list(table.scan().plan_files())
-    assert [(t.file.file_path, len(t.delete_files)) for t in tasks] == [(str(root / DATA_NAME), 1)]
+    data_file = iceberg_location(str(root / DATA_NAME))  # named by URI (`file:/…`)
+    assert [(t.file.file_path, len(t.delete_files)) for t in tasks] == [(data_file, 1)]
 
 
 @pytest.mark.parametrize("damage", ["missing", "wrong size"])

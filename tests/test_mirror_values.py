@@ -80,3 +80,19 @@ def test_dv_findings_name_every_kind_of_problem() -> None:
         "cardinality differs from Delta's": ("/d/a: Iceberg 3, Delta 2",),
     }
     assert len(findings.problems) == 6  # every kind, the empty ones too
+
+
+def test_dv_findings_see_one_data_file_whatever_its_spelling() -> None:
+    """Iceberg names a file `file:/d/a` (or `/d/a` in an older mirror), Delta's replay `/d/a`: the same file.
+    But a DV must name the data file exactly as it is live (readers match by string)."""
+    uri = compare_dvs({"file:/d/a"}, [DeleteFileRow("file:/x/1.puffin", "file:/d/a", 2)], {"/d/a": 2})
+    assert uri.passed
+    findings = compare_dvs(
+        {"/d/a"},
+        [DeleteFileRow("file:/x/1.puffin", "/d/a", 1), DeleteFileRow("file:/x/2.puffin", "file:/d/a", 1)],
+        {"/d/a": 2},
+    )
+    assert findings.found == {
+        "data files with more than one DV": ("/d/a (2)",),
+        "DVs of data files not live in the snapshot": ("file:/d/a",),
+    }

@@ -12,6 +12,8 @@ from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_TABLE_ID_PROPERTY,
     DELTA_TIMESTAMP_SUMMARY,
     GC_ENABLED_PROPERTY,
+    URI_LOCATIONS_PROPERTY,
+    URI_LOCATIONS_SUMMARY,
     CommitOutcome,
     MirrorTable,
 )
@@ -28,16 +30,20 @@ def test_the_first_version_plans_the_table_its_dvs_and_a_whole_commit(tmp_path: 
     plan = plan_of(v0, state, root)
 
     assert plan.new_table is not None and plan.new_table.properties[DELTA_TABLE_ID_PROPERTY] == "delta-id"
+    assert plan.new_table.properties[URI_LOCATIONS_PROPERTY] == "true"
     (task,) = plan.delete_job.tasks
     assert (task.data_file, task.num_records) == (f"{root}/b.parquet", 5)
-    assert plan.delete_job.layout.table_location == "/warehouse/t" and plan.delete_job.delta_version == 0
+    # Iceberg names every file by URI: the DV's data file, the table's folder and so its delete files.
+    assert plan.delete_job.data_file_paths == {f"{root}/b.parquet": f"file:{root}/b.parquet"}
+    assert state.location == "file:/warehouse/t" and plan.delete_job.delta_version == 0
+    assert plan.delete_job.layout.puffin_path(0).startswith("file:/warehouse/t/data/dvmirror-v")
 
     written = puffin_entry(f"{root}/b.parquet", 0)
     request = plan.commit_request([written])
     assert request.base_snapshot_id is None and request.summary[DELTA_TIMESTAMP_SUMMARY] == "1000"
     assert [(f.path, f.record_count) for f in request.add_data_files] == [
-        (f"{root}/a.parquet", 10),
-        (f"{root}/b.parquet", 5),
+        (f"file:{root}/a.parquet", 10),
+        (f"file:{root}/b.parquet", 5),
     ]
     assert request.add_delete_files == (written,) and request.remove_delete_files == ()
     assert request.schema is None and request.name_mapping is None and request.properties == {}
@@ -95,3 +101,53 @@ def test_an_older_mirror_gets_its_missing_properties_and_mapping_with_the_next_c
     assert request.properties == state.pending_properties and request.name_mapping is not None
     after = state.after(v1.metadata, request, CommitOutcome(8, schema))
     assert (after.pending_properties, after.stale_mapping, after.delta_table_id) == ({}, False, None)
+
+
+def test_an_older_mirror_names_its_bare_path_entries_as_recorded_and_new_files_by_uri(tmp_path: Path) -> None:
+    """A mirror made before every path was a URI recorded data files (and DVs) as bare paths: Iceberg
+    matches them by string, so a DV on such a file, and its removal, name it as recorded; a new file is
+    named by its URI. Once no bare path is left the table is marked, and later runs need not look."""
+    root = tmp_path / "delta"
+    a, b = add_action("a.parquet", 10), add_action("b.parquet", 5, f"{root}/dv.bin")
+    v0, v1 = log_changes(
+        root,
+        [*HEADER, a, b],
+        [
+            remove_of(a),  # a bare-path file without a DV gets one
+            add_action("a.parquet", 10, f"{root}/dv.bin", offset=40),
+            remove_of(b),  # a bare-path file with a (bare-path) DV goes
+            add_action("c.parquet", 3, f"{root}/dv.bin", offset=80),  # a new file, with a DV
+        ],
+    )
+    schema = plan_of(v0, MirrorState.new(str(root), "/warehouse/t", 3), root).schema
+    table = MirrorTable("ns.t", "/warehouse/t", 3, {}, schema, 7, ())
+    old_dv = puffin_entry(f"{root}/b.parquet", 0)
+    state = MirrorState.of(
+        table, str(root), {old_dv.referenced_data_file: old_dv}, [f"{root}/a.parquet", f"{root}/b.parquet"]
+    )
+    assert URI_LOCATIONS_PROPERTY not in state.pending_properties  # bare paths are left
+
+    plan = plan_of(v1, state, root)
+    assert plan.delete_job.data_file_paths == {
+        f"{root}/a.parquet": f"{root}/a.parquet",
+        f"{root}/c.parquet": f"file:{root}/c.parquet",
+    }
+    request = plan.commit_request(
+        [puffin_entry(f"{root}/a.parquet", 1), puffin_entry(f"file:{root}/c.parquet", 1)]
+    )
+    assert [f.path for f in request.remove_data_files] == [f"{root}/b.parquet"]
+    assert [f.path for f in request.add_data_files] == [f"file:{root}/c.parquet"]
+    assert request.remove_delete_files == (old_dv,)
+    # Bare paths were live when it was planned: the snapshot does not say otherwise, the next run looks again.
+    assert URI_LOCATIONS_SUMMARY not in request.summary
+
+    after = state.after(v1.metadata, request, CommitOutcome(8, schema))
+    assert after.recorded_paths == {f"{root}/a.parquet": f"{root}/a.parquet"}
+    assert sorted(after.deletes) == [f"{root}/a.parquet", f"{root}/c.parquet"]  # by comparable location
+    assert after.delete_file_of(f"file://{root}/c.parquet") == request.add_delete_files[1]
+
+    done = MirrorState.of(table, str(root), {}, [])
+    assert done.pending_properties[URI_LOCATIONS_PROPERTY] == "true"
+    no_bare_path = MirrorState.of(table, str(root), {old_dv.referenced_data_file: old_dv}, [])
+    assert plan_of(v1, no_bare_path, root).commit_request([]).summary[URI_LOCATIONS_SUMMARY] == "true"
+    assert URI_LOCATIONS_PROPERTY not in MirrorState.of(table, str(root), {}).pending_properties

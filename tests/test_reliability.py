@@ -22,7 +22,7 @@ from pydantic import ValidationError
 from dv_assets.mirror.dv.codec import encode_blob, z85_encode
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorConflictError, MirrorInputError
 from dv_assets.mirror.iceberg.java import IcebergJava
-from dv_assets.mirror.iceberg.layout import MirrorLayout
+from dv_assets.mirror.iceberg.layout import MirrorLayout, comparable, iceberg_location
 from dv_assets.mirror.iceberg.maintenance import Retention
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
@@ -436,6 +436,30 @@ def test_a_removed_data_file_that_vacuum_deleted_needs_no_row_count(spark, catal
     snapshot = snapshots_by_delta_version(catalog, "rel.no_num_records")[1]
     assert iceberg_java_rows(spark, "rel.no_num_records", snapshot) == [{"id": 3}]
     assert pyiceberg_rows(catalog, "rel.no_num_records", snapshot) == [{"id": 3}]
+
+
+def test_every_location_written_to_iceberg_is_a_uri_kept_literally() -> None:
+    """`file:/` and the path as on disk (Iceberg Java's own form, read literally by every reader); other
+    URIs as they are; one comparison whatever the spelling."""
+    assert iceberg_location("/d/p=50%25/a b.parquet") == "file:/d/p=50%25/a b.parquet"
+    for spelling in ("file:/d/x", "file:///d/x", "file://localhost/d/x", "/d/x"):
+        assert iceberg_location(spelling) == "file:/d/x" and comparable(spelling) == "/d/x"
+    assert iceberg_location("s3://b/t/x") == "s3://b/t/x" and comparable("s3a://b/t/x") == "s3://b/t/x"
+    with pytest.raises(ValueError):
+        iceberg_location("relative/x")
+    assert MirrorLayout("/wh/ns/t/").delete_dir == "file:/wh/ns/t/data"
+
+
+def test_a_file_uri_names_its_file_literally(tmp_path: Path) -> None:
+    """The mirror reads and writes its own files by the URI it records: `%25`, `#` and `?` are characters
+    of the name (a URL parser would decode the one and cut the path at the others)."""
+    folder = tmp_path / "t %25 #1 ?x"
+    folder.mkdir()
+    location = iceberg_location(str(folder / "dvmirror-a#b.puffin"))
+    io = FileIO()
+    io.write(location, b"blob")
+    assert (folder / "dvmirror-a#b.puffin").read_bytes() == b"blob" and io.read(location) == b"blob"
+    assert [info.location for info in io.list_dir(iceberg_location(str(folder)))] == [location]
 
 
 def test_ownership_is_one_spelling_and_orphans_have_a_minimum_age() -> None:

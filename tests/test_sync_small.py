@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from pyiceberg.table.puffin import PuffinFile
 
+from dv_assets.mirror.iceberg.layout import comparable
 from dv_assets.mirror.settings import CatalogConfig
 from tests.helpers.paths import expected_rows
 from tests.helpers.processes import run_dvmirror
@@ -60,7 +61,9 @@ def test_data_files_are_referenced_in_place(cli_mirror) -> None:
     delta, catalog, _, _ = cli_mirror
     table = catalog.pyiceberg_catalog().load_table("fx.t")
     data_files = [task.file.file_path for task in table.scan().plan_files()]
-    assert data_files == [str(delta / "part-00000-fae5310a-a37d-4e51-827b-c3d5516560ca-c000.snappy.parquet")]
+    # Named by URI, as Iceberg Java names a local table's files; the table's folder too.
+    assert data_files == [f"file:{delta}/part-00000-fae5310a-a37d-4e51-827b-c3d5516560ca-c000.snappy.parquet"]
+    assert table.location() == f"file:{catalog.local_warehouse}/fx/t"
     assert not list(catalog.local_warehouse.rglob("*.parquet"))  # nothing copied into the warehouse
 
 
@@ -79,7 +82,8 @@ def test_puffin_blob_is_byte_identical_to_the_delta_dv(cli_mirror) -> None:
     (delete_file,) = task.delete_files
     assert delete_file.file_format.value == "PUFFIN"
     assert delete_file.record_count == dv["cardinality"]
-    content = Path(delete_file.file_path).read_bytes()
+    assert delete_file.file_path.startswith(f"file:{catalog.local_warehouse}/fx/t/data/dvmirror-v")
+    content = Path(comparable(delete_file.file_path)).read_bytes()
     # pyiceberg's own Puffin reader finds the blob (by referenced-data-file) and its positions.
     puffin = PuffinFile(content)
     (blob,) = puffin.footer.blobs
@@ -106,6 +110,6 @@ def test_iceberg_java_time_travel(spark, catalog, copy_fixture) -> None:
     ).collect()
     assert entry.file_format == "PUFFIN"
     assert entry.record_count == 2
-    footer = PuffinFile(Path(entry.file_path).read_bytes()).footer.blobs[0]
+    footer = PuffinFile(Path(comparable(entry.file_path)).read_bytes()).footer.blobs[0]
     assert (entry.content_offset, entry.content_size_in_bytes) == (footer.offset, footer.length)
     assert entry.referenced_data_file == footer.properties["referenced-data-file"]

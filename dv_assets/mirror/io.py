@@ -2,8 +2,8 @@
 (after pyiceberg's `io.FileIO`), for plain local paths, `file:` URIs and any URI pyarrow.fs knows
 (s3://, gs://, abfs://, hdfs://).
 
-Locations stay strings end to end: a plain absolute path for local files (used verbatim as Iceberg file
-paths), a URI otherwise. S3 (`s3://`, and Hadoop's `s3a://`/`s3n://` spellings of the same objects) is
+Locations stay strings end to end: a plain absolute path or a `file:` URI for local files, a URI
+otherwise. S3 (`s3://`, and Hadoop's `s3a://`/`s3n://` spellings of the same objects) is
 configured by Iceberg's catalog properties (`s3.endpoint`, `s3.access-key-id`, `s3.secret-access-key`,
 `s3.session-token`, `client.region`/`s3.region`, `s3.path-style-access`), the same keys Iceberg Java and
 pyiceberg read; what they leave unset comes from the AWS environment. Tests inject faults by subclassing
@@ -17,11 +17,13 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import unquote, urlparse
+from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
+
+from dv_assets.mirror.iceberg.layout import comparable
 
 
 @dataclass(frozen=True)
@@ -81,9 +83,13 @@ class FileIO:
         """The pyarrow file system of `location` and the path within it."""
         if location.startswith("/"):  # a plain absolute path, by far the commonest: no parsing
             return _LOCAL, location
+        if location.startswith("file:") and comparable(location).startswith("/"):
+            # Literally, as Iceberg's readers take a file URI's path (never percent-decoded, and a `#` or
+            # `?` is part of the name, which URL parsing would cut off): the mirror's own files are named so
+            # in Iceberg (`layout.iceberg_location`); a Delta `file:` URI is decoded before it gets here
+            # (`delta/paths.py`).
+            return _LOCAL, comparable(location)
         parsed = urlparse(location)
-        if parsed.scheme == "file":
-            return _LOCAL, unquote(parsed.path)
         if not parsed.scheme or len(parsed.scheme) == 1:  # a plain path (or a Windows drive letter)
             return _LOCAL, location
         if parsed.scheme in _S3_SCHEMES:

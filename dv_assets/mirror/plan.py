@@ -19,7 +19,7 @@ landed, `state.after(...)` is the state the next version is planned on.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from dv_assets.mirror.delta.actions import AddFile, Metadata
@@ -32,7 +32,7 @@ from dv_assets.mirror.iceberg import metrics as iceberg_metrics
 from dv_assets.mirror.iceberg import schema as iceberg_schema
 from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
 from dv_assets.mirror.iceberg.delete_files import DeleteFileJob
-from dv_assets.mirror.iceberg.layout import MirrorLayout
+from dv_assets.mirror.iceberg.layout import MirrorLayout, comparable, iceberg_location
 from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_OPERATION_SUMMARY,
     DELTA_PARTITION_COLUMNS_PROPERTY,
@@ -41,6 +41,8 @@ from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_TIMESTAMP_SUMMARY,
     NAME_MAPPING_PROPERTY,
     SAFETY_PROPERTIES,
+    URI_LOCATIONS_PROPERTY,
+    URI_LOCATIONS_SUMMARY,
     CommitOutcome,
     CommitRequest,
     MirrorTable,
@@ -64,7 +66,12 @@ class MirrorState:
     exists: bool = False  # False until the first mirrored version creates the table
     schema: Schema | None = None  # the table's current schema (None before it exists)
     base_snapshot_id: int | None = None  # every commit goes on top of the snapshot it was planned on
-    deletes: Mapping[str, DeleteFile] = field(default_factory=dict)  # the delete file of each data file
+    # The delete file of each data file, by the data file's `comparable` location.
+    deletes: Mapping[str, DeleteFile] = field(default_factory=dict)
+    # Live data files recorded in another form than `iceberg_location` (bare paths, by older mirrors), by
+    # `comparable` location: Iceberg matches a data file by its exact string, so a DV on one of them, or
+    # its removal, names it as it was recorded.
+    recorded_paths: Mapping[str, str] = field(default_factory=dict)
     delta_table_id: str | None = None  # the mirrored table's metaData.id (None: not recorded)
     partition_columns: tuple[str, ...] | None = None  # as mirrored, in Delta's order (None: not recorded)
     # Set with the next commit: the safety properties an older mirror lacks.
@@ -73,14 +80,26 @@ class MirrorState:
 
     @classmethod
     def new(cls, delta_root: str, location: str, format_version: int) -> MirrorState:
-        """No table yet: the first version mirrored creates it at `location`."""
-        return cls(delta_root, location, format_version)
+        """No table yet: the first version mirrored creates it at `location` (named by its URI)."""
+        return cls(delta_root, iceberg_location(location), format_version)
 
     @classmethod
-    def of(cls, table: MirrorTable, delta_root: str, deletes: Mapping[str, DeleteFile]) -> MirrorState:
-        """An existing mirror, `deletes` being its current snapshot's delete files by data file."""
+    def of(
+        cls,
+        table: MirrorTable,
+        delta_root: str,
+        deletes: Mapping[str, DeleteFile],
+        recorded_paths: Collection[str] | None = None,
+    ) -> MirrorState:
+        """An existing mirror: `deletes` are its current snapshot's delete files by data file;
+        `recorded_paths` its live data files recorded in another form than their URI (None: not read,
+        the table says it has none)."""
         properties = table.properties
         mirrored_columns = properties.get(DELTA_PARTITION_COLUMNS_PROPERTY)
+        pending = {k: v for k, v in SAFETY_PROPERTIES.items() if properties.get(k) != v}
+        if recorded_paths is not None and not recorded_paths:
+            # No bare path is left: later runs need not look for them.
+            pending[URI_LOCATIONS_PROPERTY] = "true"
         return cls(
             delta_root=delta_root,
             location=table.location,
@@ -88,10 +107,11 @@ class MirrorState:
             exists=True,
             schema=table.schema,
             base_snapshot_id=table.current_snapshot_id,
-            deletes=dict(deletes),
+            deletes={comparable(data_file): f for data_file, f in deletes.items()},
+            recorded_paths={comparable(path): path for path in recorded_paths or ()},
             delta_table_id=properties.get(DELTA_TABLE_ID_PROPERTY),
             partition_columns=None if mirrored_columns is None else tuple(json.loads(mirrored_columns)),
-            pending_properties={k: v for k, v in SAFETY_PROPERTIES.items() if properties.get(k) != v},
+            pending_properties=pending,
             # A mirror made before a physical-only column was mapped gets it with its next commit.
             stale_mapping=any(
                 f'"{name}"' not in properties.get(NAME_MAPPING_PROPERTY, "") for name in PHYSICAL_ONLY_COLUMNS
@@ -103,9 +123,12 @@ class MirrorState:
         (the first one on a table this run created from that metadata)."""
         deletes = dict(self.deletes)
         for replaced in request.remove_delete_files:
-            deletes.pop(replaced.referenced_data_file, None)
+            deletes.pop(comparable(replaced.referenced_data_file), None)
         for delete_file in request.add_delete_files:
-            deletes[delete_file.referenced_data_file] = delete_file
+            deletes[comparable(delete_file.referenced_data_file)] = delete_file
+        recorded_paths = dict(self.recorded_paths)
+        for removed in request.remove_data_files:
+            recorded_paths.pop(comparable(removed.path), None)
         if self.exists:
             table_id, partition_columns = self.delta_table_id, self.partition_columns
         else:
@@ -116,11 +139,21 @@ class MirrorState:
             schema=outcome.schema,
             base_snapshot_id=outcome.snapshot_id,
             deletes=deletes,
+            recorded_paths=recorded_paths,
             delta_table_id=table_id,
             partition_columns=partition_columns,
             pending_properties={},
             stale_mapping=False,
         )
+
+    def data_file_path(self, location: str) -> str:
+        """A data file's path in Iceberg: as the mirror recorded it when it is live there in another
+        form, else its URI (`iceberg_location`)."""
+        return self.recorded_paths.get(comparable(location)) or iceberg_location(location)
+
+    def delete_file_of(self, location: str) -> DeleteFile | None:
+        """The current delete file of the data file at `location`, whichever form either was recorded in."""
+        return self.deletes.get(comparable(location))
 
 
 @dataclass(frozen=True)
@@ -148,17 +181,22 @@ class VersionPlan:
             summary={
                 DELTA_OPERATION_SUMMARY: change.operation or "",
                 DELTA_TIMESTAMP_SUMMARY: change.commit_info.timestamp_text,
+                **({} if state.recorded_paths else {URI_LOCATIONS_SUMMARY: "true"}),
             },
             base_snapshot_id=state.base_snapshot_id,
             add_data_files=tuple(
-                _data_file(add, metadata, new_schema or schema, self.rows[add.location])
+                _data_file(add, state, metadata, new_schema or schema, self.rows[add.location])
                 for add in change.added
             ),
-            remove_data_files=tuple(_removed_data_file(add, metadata, schema) for add in change.removed),
+            remove_data_files=tuple(
+                _removed_data_file(add, state, metadata, schema) for add in change.removed
+            ),
             add_delete_files=tuple(written),
             # Every replaced delete goes explicitly, the DV of a removed data file too: Iceberg (v3) does not
             # always drop it itself, and a dangling DV comes back to life when RESTORE re-adds the file.
-            remove_delete_files=tuple(state.deletes[location] for location in _replaced_deletes(change)),
+            remove_delete_files=tuple(
+                state.deletes[comparable(location)] for location in _replaced_deletes(change)
+            ),
             schema=new_schema,
             name_mapping=name_mapping,
             properties=state.pending_properties,
@@ -186,7 +224,7 @@ def plan_version(
     schema = new_table.schema if new_table is not None else state.schema
     assert schema is not None
     delete_job = _delete_job(change, state, schema, rows, paths)
-    missing = [location for location in _replaced_deletes(change) if location not in state.deletes]
+    missing = [location for location in _replaced_deletes(change) if state.delete_file_of(location) is None]
     if missing:
         raise MirrorInputError(
             "the mirror has no delete file for a Delta DV it should replace (was the Iceberg table changed "
@@ -243,6 +281,7 @@ def _delete_job(
     return DeleteFileJob(
         tasks=tasks,
         partitions={add.location: _partition(add, change.metadata, schema) for add in new_dvs},
+        data_file_paths={add.location: state.data_file_path(add.location) for add in new_dvs},
         format_version=state.format_version,
         layout=MirrorLayout(state.location),
         delta_version=change.version,
@@ -261,6 +300,7 @@ def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
             DELTA_TABLE_ID_PROPERTY: metadata.id,
             DELTA_PARTITION_COLUMNS_PROPERTY: json.dumps(list(metadata.partition_columns)),
             **SAFETY_PROPERTIES,
+            URI_LOCATIONS_PROPERTY: "true",
             **iceberg_metrics.MIRROR_TABLE_PROPERTIES,
             NAME_MAPPING_PROPERTY: json.dumps(_name_mapping(schema, metadata)),
         },
@@ -299,9 +339,9 @@ def _partition(add: AddFile, metadata: Metadata, schema: Schema) -> tuple:
     )
 
 
-def _data_file(add: AddFile, metadata: Metadata, schema: Schema, rows: int) -> DataFile:
+def _data_file(add: AddFile, state: MirrorState, metadata: Metadata, schema: Schema, rows: int) -> DataFile:
     return DataFile(
-        path=add.location,
+        path=state.data_file_path(add.location),
         partition=_partition(add, metadata, schema),
         file_size_in_bytes=add.size,
         record_count=rows,
@@ -309,11 +349,11 @@ def _data_file(add: AddFile, metadata: Metadata, schema: Schema, rows: int) -> D
     )
 
 
-def _removed_data_file(add: AddFile, metadata: Metadata, schema: Schema) -> DataFile:
-    """A data file to remove: Iceberg matches it by path, so neither its rows nor its metrics are
-    needed (VACUUM may have deleted the file already)."""
+def _removed_data_file(add: AddFile, state: MirrorState, metadata: Metadata, schema: Schema) -> DataFile:
+    """A data file to remove: Iceberg matches it by its path as recorded, so neither its rows nor its
+    metrics are needed (VACUUM may have deleted the file already)."""
     return DataFile(
-        path=add.location,
+        path=state.data_file_path(add.location),
         partition=_partition(add, metadata, schema),
         file_size_in_bytes=add.size,
         record_count=add.num_records or 0,

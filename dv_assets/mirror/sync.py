@@ -33,7 +33,12 @@ from dv_assets.mirror.iceberg.content_files import DeleteFile
 from dv_assets.mirror.iceberg.delete_files import run_delete_job
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.layout import MirrorLayout
-from dv_assets.mirror.iceberg.mirror_table import CommitOutcome, CommitRequest
+from dv_assets.mirror.iceberg.mirror_table import (
+    URI_LOCATIONS_PROPERTY,
+    URI_LOCATIONS_SUMMARY,
+    CommitOutcome,
+    CommitRequest,
+)
 from dv_assets.mirror.identity import (
     check_apart,
     check_mirrors,
@@ -202,11 +207,21 @@ def _starting_point(
     check_mirrors(table, delta_root, format_version)
     base = table.mirrored_base
     start = first_version_to_mirror(delta, table, base, latest, target)
-    # The current delete files are read only when there is a version to mirror.
-    deletes = (
-        iceberg.delete_files_by_data_file(table_name, table.current_snapshot_id) if start <= target else {}
-    )
-    return MirrorState.of(table, delta_root, deletes), None if base is None else base.delta_version, start
+    # The current delete files are read only when there is a version to mirror, and so are the data files
+    # an older mirror recorded as bare paths, unless the table says it has none and its current snapshot
+    # was committed by code that knows (older code run again after the mark leaves the summary key out).
+    deletes, recorded_paths = {}, None
+    if start <= target:
+        deletes = iceberg.delete_files_by_data_file(table_name, table.current_snapshot_id)
+        current = table.current_snapshot
+        if (
+            table.properties.get(URI_LOCATIONS_PROPERTY) != "true"
+            or current is None
+            or current.summary.get(URI_LOCATIONS_SUMMARY) != "true"
+        ):
+            recorded_paths = iceberg.data_files_not_named_by_uri(table_name, table.current_snapshot_id)
+    state = MirrorState.of(table, delta_root, deletes, recorded_paths)
+    return state, None if base is None else base.delta_version, start
 
 
 def _row_counts(change: VersionChange, fmt: int, paths: PathPolicy, io: FileIO) -> dict[str, int]:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from dv_assets.mirror.delta.facts import dv_cardinalities
 from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.iceberg.layout import comparable
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 
 if TYPE_CHECKING:
@@ -50,18 +51,20 @@ def compare_dvs(
     data_files: Collection[str], deletes: Sequence[DeleteFileRow], delta_dvs: Mapping[str, int]
 ) -> DvFindings:
     """The snapshot's data files and delete files against Delta's DVs (data file → cardinality): at most
-    one DV per data file, each on a live data file, and the same DVs with the same cardinalities."""
+    one DV per data file, each on a live data file (its exact path: readers match DVs by string), and the
+    same DVs with the same cardinalities (by `comparable` location: Iceberg names a file by URI, Delta's
+    log replay by path)."""
     per_file = Counter(row.referenced_data_file for row in deletes)
+    # Two DVs on one file are two whatever their spellings (`/x`, `file:/x`).
+    per_location = Counter(comparable(f) for f in per_file.elements() if f is not None)
     iceberg_cardinality: dict[str, int] = {}
     for row in deletes:
         if row.referenced_data_file is not None:
-            iceberg_cardinality[row.referenced_data_file] = (
-                iceberg_cardinality.get(row.referenced_data_file, 0) + row.record_count
-            )
+            data_file = comparable(row.referenced_data_file)
+            iceberg_cardinality[data_file] = iceberg_cardinality.get(data_file, 0) + row.record_count
+    delta_dvs = {comparable(f): n for f, n in delta_dvs.items()}
     problems = {
-        "data files with more than one DV": sorted(
-            f"{f} ({n})" for f, n in per_file.items() if f is not None and n > 1
-        ),
+        "data files with more than one DV": sorted(f"{f} ({n})" for f, n in per_location.items() if n > 1),
         "delete files without a referenced data file": sorted(
             row.file_path for row in deletes if row.referenced_data_file is None
         ),

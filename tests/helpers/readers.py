@@ -5,18 +5,24 @@ Every reader's rows go through Arrow and `tests.helpers.rows`."""
 from __future__ import annotations
 
 import functools
+import json
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from urllib.parse import quote, unquote, urlsplit
 
+import datafusion
 import deltalake
 import pyarrow as pa
+import pyarrow.parquet as pq
+from pyiceberg_core.datafusion import IcebergDataFusionTable
 from pyspark.sql import SparkSession
 
 from dv_assets.demo.duckdb_read import offline_duckdb, read_snapshot
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.mirror_table import DELTA_VERSION_SUMMARY
+from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
 from tests.helpers.paths import expected_rows
 from tests.helpers.processes import spark_job
@@ -97,6 +103,43 @@ def pyiceberg_state(catalog: CatalogConfig, table_name: str) -> tuple[int | None
         snapshot.summary.additional_properties.get("dvmirror.delta-version") if snapshot.summary else None
     )
     return snapshot.snapshot_id, version, len(table.snapshots())
+
+
+def iceberg_rust_rows(catalog: CatalogConfig, table_name: str, snapshot_id: int | None = None) -> list[dict]:
+    """iceberg-rust's rows of a snapshot of the mirror (the current one by default), as dicts, canonical
+    and sorted: pyiceberg-core's DataFusion table provider over the table's metadata file, queried by a
+    DataFusion session. The provider reads a metadata file's current snapshot only; for another one it
+    reads a copy of the metadata file, written outside the table, whose current snapshot (and schema) is
+    that one."""
+    metadata_location = catalog.pyiceberg_catalog().load_table(table_name).metadata_location
+    with tempfile.TemporaryDirectory(prefix="iceberg-rust-") as folder:
+        if snapshot_id is not None:
+            metadata = json.loads(FileIO(catalog.storage_properties()).read(metadata_location))
+            (snapshot,) = [s for s in metadata["snapshots"] if s["snapshot-id"] == snapshot_id]
+            metadata["current-snapshot-id"] = snapshot_id
+            metadata["current-schema-id"] = snapshot.get("schema-id", metadata["current-schema-id"])
+            metadata["refs"] = {"main": {"snapshot-id": snapshot_id, "type": "branch"}}
+            copy = Path(folder) / "snapshot.metadata.json"
+            copy.write_text(json.dumps(metadata))
+            metadata_location = f"file:{copy}"
+        provider = IcebergDataFusionTable(
+            table_name.split("."), metadata_location, catalog.storage_properties()
+        )
+        context = datafusion.SessionContext()
+        context.register_table("mirror", provider)
+        return sorted_rows(context.sql("SELECT * FROM mirror").to_arrow_table().to_pylist())
+
+
+def int96_columns(table_root: Path) -> set[str]:
+    """The top-level columns a Delta table's data files store as Parquet INT96 (Delta Spark's default for
+    timestamps). iceberg-rust (pyiceberg-core 0.11) reads them as NULL in a `timestamptz` column: it reads
+    INT96 as a timestamp without zone, which its projection does not accept for `timestamptz`."""
+    return {
+        column.name
+        for data_file in table_root.rglob("*.parquet")
+        for column in pq.ParquetFile(data_file).schema
+        if column.physical_type == "INT96"
+    }
 
 
 def current_snapshot_id(spark: SparkSession, table_name: str) -> int | None:

@@ -5,8 +5,8 @@ Delta writes `add.path` / `remove.path` as URL-encoded URIs: relative to the tab
 (a partition value `a%b` lives in `p=a%25b/`), and the log encodes that name once more
 (`p=a%2525b/...`). So the log path is decoded exactly once, never twice.
 
-Local locations are plain absolute POSIX paths (no `file:` scheme): they are used verbatim as Iceberg
-data file paths. Remote locations stay URIs, decoded.
+Local locations are plain absolute POSIX paths (no `file:` scheme), remote ones stay URIs, decoded;
+Iceberg names them by URI (`iceberg/layout.iceberg_location`).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ class DVTask:
     """One DV to read and verify: where it is and what to expect of it, as plain (picklable) values."""
 
     table_root: str
-    data_file: str  # the data file location, as it will appear as `referenced-data-file`
+    data_file: str  # the data file's location (what a refusal names)
     storage_type: str
     path_or_inline_dv: str
     offset: int | None
@@ -86,7 +86,7 @@ class DVTask:
 class DVBlob:
     """A DV whose length, magic, CRC-32, cardinality and position range were checked."""
 
-    data_file: str  # the data file it deletes from: Iceberg's `referenced-data-file`
+    data_file: str  # the data file it deletes from (named as in Iceberg when written: `referenced-data-file`)
     blob: bytes  # the exact deletion-vector-v1 blob (length | magic | vector | crc)
     cardinality: int
     source: str = "inline"  # the DV file location, or "inline"

@@ -38,6 +38,8 @@ class DeleteFileJob:
 
     tasks: tuple[DVTask, ...]
     partitions: Mapping[str, PartitionJson]  # by data file
+    # By data file: its path in Iceberg, as each DV names it (`referenced_data_file`, v2 `file_path` values).
+    data_file_paths: Mapping[str, str]
     format_version: int
     layout: MirrorLayout
     delta_version: int
@@ -48,7 +50,9 @@ def write_delete_files(job: DeleteFileJob, io: FileIO, written: list[DeleteFile]
     exists (so a caller can remove what a failed version wrote). Returns `written`."""
     if not job.tasks:
         return written
-    blobs = convert_dv_batch(job.tasks, io)
+    # Each DV is written naming its data file as Iceberg does (refusals while reading name its location).
+    blobs = [replace(b, data_file=job.data_file_paths[b.data_file]) for b in convert_dv_batch(job.tasks, io)]
+    partitions = {job.data_file_paths[location]: p for location, p in job.partitions.items()}
     layout = job.layout
     if job.format_version >= 3:
         puffin = build_puffin(blobs)
@@ -62,7 +66,7 @@ def write_delete_files(job: DeleteFileJob, io: FileIO, written: list[DeleteFile]
             DeleteFile(
                 path=path,
                 file_format=PUFFIN,
-                partition=job.partitions[entry.referenced_data_file],
+                partition=partitions[entry.referenced_data_file],
                 file_size_in_bytes=len(puffin.content),
                 record_count=entry.cardinality,
                 referenced_data_file=entry.referenced_data_file,
@@ -78,7 +82,7 @@ def write_delete_files(job: DeleteFileJob, io: FileIO, written: list[DeleteFile]
         try:
             written.append(
                 write_position_delete_file(
-                    path, dv.data_file, dv.positions(), partition=job.partitions[dv.data_file], io=io
+                    path, dv.data_file, dv.positions(), partition=partitions[dv.data_file], io=io
                 )
             )
         except BaseException:
@@ -176,7 +180,12 @@ def write_on_executors(
     slices = max(1, min(len(groups), parallelism * 4))
     # Each share carries the partitions of its own data files only, not the whole version's.
     shares = [
-        replace(job, tasks=group, partitions={t.data_file: job.partitions[t.data_file] for t in group})
+        replace(
+            job,
+            tasks=group,
+            partitions={t.data_file: job.partitions[t.data_file] for t in group},
+            data_file_paths={t.data_file: job.data_file_paths[t.data_file] for t in group},
+        )
         for group in groups
     ]
     rdd = spark.sparkContext.parallelize(shares, slices).mapPartitions(_task(io))
@@ -208,6 +217,7 @@ def _task(io: FileIO) -> Callable[[Iterator[DeleteFileJob]], Iterator[TaskResult
             mine[0],
             tasks=tuple(t for share in mine for t in share.tasks),
             partitions={k: v for share in mine for k, v in share.partitions.items()},
+            data_file_paths={k: v for share in mine for k, v in share.data_file_paths.items()},
         )
         try:
             write_delete_files(merged, io, written)

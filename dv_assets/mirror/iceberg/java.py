@@ -29,6 +29,7 @@ from pyspark.sql import SparkSession
 
 from dv_assets.mirror.errors import MirrorConflictError
 from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
+from dv_assets.mirror.iceberg.layout import iceberg_location
 from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_VERSION_SUMMARY,
     GC_ENABLED_PROPERTY,
@@ -162,6 +163,18 @@ class IcebergJava:
                     parsed = DeleteFile.from_json(json.loads(line))
                     found[parsed.referenced_data_file] = parsed
         return found
+
+    def data_files_not_named_by_uri(self, table_name: str, snapshot_id: int | None) -> list[str]:
+        """The snapshot's data files recorded as a bare local path or a `file://` URI rather than the
+        URI the mirror writes (`layout.iceberg_location`): what mirrors made before that recorded. One
+        scan of the snapshot's data manifests (Iceberg's `data_files` metadata table)."""
+        if snapshot_id is None:
+            return []
+        data_files = f"{ICEBERG_CATALOG_NAME}.{table_name}.data_files VERSION AS OF {snapshot_id}"
+        rows = self._spark.sql(
+            f"SELECT file_path FROM {data_files} WHERE file_path LIKE '/%' OR file_path LIKE 'file://%'"
+        ).collect()
+        return [path for (path,) in rows if path != iceberg_location(path)]
 
     def snapshot_files(self, table_name: str, snapshot_ids: Iterable[int]) -> dict[int, SnapshotFiles]:
         """Manifest list, manifests and delete files of each snapshot; every manifest is read once."""

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pydantic import BaseModel, Field
 
 from dv_assets.mirror.iceberg.java import IcebergJava
-from dv_assets.mirror.iceberg.layout import MirrorLayout
+from dv_assets.mirror.iceberg.layout import MirrorLayout, comparable
 from dv_assets.mirror.iceberg.mirror_table import SnapshotFiles
 from dv_assets.mirror.io import FileIO
 
@@ -68,6 +68,12 @@ def _union(files: list[SnapshotFiles]) -> SnapshotFiles:
     )
 
 
+def _only_in(files: frozenset[str], others: frozenset[str]) -> list[str]:
+    """The files of `files` that `others` does not name, in any spelling (`comparable`)."""
+    kept = {comparable(f) for f in others}
+    return [f for f in files if comparable(f) not in kept]
+
+
 def expire_and_reclaim(
     iceberg: IcebergJava,
     table_name: str,
@@ -102,20 +108,23 @@ def expire_and_reclaim(
     report.expired_snapshot_ids = sorted(expired_ids)
     report.retained_snapshots = len(files) - len(expired_ids)
 
-    garbage_deletes = sorted(f for f in expired.delete_files - retained.delete_files if layout.is_owned(f))
+    garbage_deletes = sorted(
+        f for f in _only_in(expired.delete_files, retained.delete_files) if layout.is_owned(f)
+    )
     garbage_metadata = sorted(
         f
-        for f in expired.metadata_files - retained.metadata_files
+        for f in _only_in(expired.metadata_files, retained.metadata_files)
         if layout.is_metadata(f) and not layout.is_owned(f)
     )
-    every_reference = expired.delete_files | retained.delete_files
+    # A listing names files by the layout's URI, Iceberg by what was recorded (bare paths in older mirrors).
+    every_reference = {comparable(f) for f in expired.delete_files | retained.delete_files}
     min_age_s = retention.orphan_min_age_hours * 3600
     orphans = [
         info.location
         for info in io.list_dir(layout.delete_dir)
         if info.is_file
         and layout.is_owned(info.location)
-        and info.location not in every_reference
+        and comparable(info.location) not in every_reference
         and now_ms / 1000 - (info.mtime_s if info.mtime_s is not None else time.time()) >= min_age_s
     ]
 

@@ -23,6 +23,9 @@ DELTA_TABLE_ID_PROPERTY = "dvmirror.delta-table-id"  # metaData.id: the same fol
 DELTA_PARTITION_COLUMNS_PROPERTY = "dvmirror.delta-partition-columns"  # JSON list, in Delta's order
 NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
 GC_ENABLED_PROPERTY = "gc.enabled"
+# "true": every data file of the current snapshot is named by its URI (`layout.iceberg_location`). Set when
+# the table is created, or once a mirror made before that holds no data file recorded as a bare path.
+URI_LOCATIONS_PROPERTY = "dvmirror.uri-locations"
 # Properties every mirror table carries (older mirrors get them with their next commit):
 SAFETY_PROPERTIES: Mapping[str, str] = {
     # No Iceberg procedure (expire_snapshots, remove_orphan_files) and no DROP TABLE ... PURGE may
@@ -39,6 +42,10 @@ SAFETY_PROPERTIES: Mapping[str, str] = {
 DELTA_VERSION_SUMMARY = "dvmirror.delta-version"  # the Delta version a snapshot mirrors
 DELTA_OPERATION_SUMMARY = "dvmirror.delta-operation"  # that version's commitInfo.operation
 DELTA_TIMESTAMP_SUMMARY = "dvmirror.delta-timestamp"  # that version's commitInfo.timestamp
+# "true" on a snapshot committed by a mirror that names every data file by URI and knew of no bare path
+# left (`MirrorState.recorded_paths`): older code committing after the table was marked leaves it out,
+# so the next run looks for bare paths again rather than trusting URI_LOCATIONS_PROPERTY.
+URI_LOCATIONS_SUMMARY = "dvmirror.uri-locations"
 
 # Summary keys of a snapshot that changed the table's content (Iceberg's SnapshotSummary). A snapshot the
 # mirror did not write is tolerated only without any of them: metadata-only maintenance such as
