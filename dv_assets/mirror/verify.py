@@ -1,5 +1,5 @@
 """A mirrored snapshot's deletion vectors checked against Delta's, read independently of the sync: the
-Iceberg side from Spark's metadata tables (`data_files`, `delete_files` at the snapshot), the Delta side
+Iceberg side from Spark's `files` metadata table at the snapshot, the Delta side
 from the log replay. What the `one_dv_per_data_file` asset check reports."""
 
 from __future__ import annotations
@@ -92,18 +92,17 @@ def dv_findings(
 ) -> DvFindings:
     """The snapshot `snapshot_id` of `iceberg_table` (NAMESPACE.NAME) against Delta `delta_version`."""
     table = f"{ICEBERG_CATALOG_NAME}.{iceberg_table}"
-    data_files = {
-        row.file_path
-        for row in spark.sql(
-            f"SELECT file_path FROM {table}.data_files VERSION AS OF {snapshot_id}"
-        ).collect()
-    }
+    # One query over `files` (every content file: 0 data, 1 position deletes and DVs, 2 equality deletes)
+    # rather than one per kind: the check runs on every version of a backlog.
+    rows = spark.sql(
+        f"SELECT content, file_path, referenced_data_file, record_count "
+        f"FROM {table}.files VERSION AS OF {snapshot_id}"
+    ).collect()
+    data_files = {row.file_path for row in rows if row.content == 0}
     deletes = [
         DeleteFileRow(row.file_path, row.referenced_data_file, row.record_count)
-        for row in spark.sql(
-            f"SELECT file_path, referenced_data_file, record_count "
-            f"FROM {table}.delete_files VERSION AS OF {snapshot_id}"
-        ).collect()
+        for row in rows
+        if row.content != 0
     ]
     delta_dvs = dv_cardinalities(delta.state(delta_version, with_stats=False))
     return compare_dvs(data_files, deletes, delta_dvs)
