@@ -331,7 +331,7 @@ def backlog_in_one_run(settings: MirrorSettings, tmp: Path, versions: int) -> li
     bench's Spark session (start-up excluded): the run's wall time, and each step's from the run's step
     stats. The blocking checks evaluate every version, the full scan the newest only. Targets (issue 16:
     checks that scale with a backlog): the checks cost no more than the mirroring itself; a backlog
-    version costs at most 0.5 s all told; the per-version DV check (two Spark metadata-table queries and
+    version costs at most 0.5 s all told; the per-version DV check (one Spark metadata-table query and
     a log replay per version) at most 0.1 s. The synthetic log has no checkpoint (Delta writers add one
     every 10 or 100 commits), so each version's log replay, and the full scan's first Delta read of the
     newest version, replay every commit before it."""
