@@ -27,8 +27,10 @@ import os
 import sys
 import tempfile
 import traceback
+from importlib.metadata import version
 from pathlib import Path
 
+from dv_assets.mirror.cli_status import add_status_command
 from dv_assets.mirror.errors import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
@@ -46,7 +48,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog="\n\n".join(__doc__.split("\n\n")[2:]),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {version('dv-mirror')}")
     commands = parser.add_subparsers(dest="command", required=True)
+    add_status_command(commands)
     sync = commands.add_parser(
         "sync",
         help="mirror every Delta version not yet mirrored, one snapshot each",
@@ -111,6 +115,8 @@ def _fail(args: argparse.Namespace, code: int, line: str, mirrored: list[int], s
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command != "sync":  # a subcommand of its own module
+        return args.run(args)
     mirrored: list[int] = []  # versions committed by this run, for a failure report
     spark_log: str | None = None
     if "." not in args.table:

@@ -63,10 +63,22 @@ def run(
     )
 
 
-def run_dvmirror(*args: str, cwd: Path | str, timeout: float | None = 300) -> subprocess.CompletedProcess:
+def run_dvmirror(
+    *args: str, cwd: Path | str, timeout: float | None = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """The one way the tests run the `dvmirror` CLI: the installed command (`DVMIRROR`), in
-    `dvmirror_env()`. (test_faults_long starts two at once with Popen, from the same command and env.)"""
-    return run([DVMIRROR, *args], cwd=cwd, timeout=timeout)
+    `dvmirror_env()` unless `env` is given. (test_faults_long starts two at once with Popen, from the
+    same command and env.)"""
+    return run([DVMIRROR, *args], cwd=cwd, env=env, timeout=timeout)
+
+
+def no_java_env() -> dict[str, str]:
+    """`dvmirror_env()` in which no JVM can start: no JAVA_HOME or SPARK_HOME, and a PATH of the
+    virtual environment's `bin/` alone (no `java`). A command that needs no JVM must still work in it."""
+    env = dvmirror_env(PATH=str(DVMIRROR.parent))
+    for name in ("JAVA_HOME", "SPARK_HOME"):
+        env.pop(name, None)
+    return env
 
 
 def cli_catalog(tmp: Path) -> CatalogConfig:

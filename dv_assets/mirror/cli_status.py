@@ -1,0 +1,155 @@
+"""`dvmirror status NAMESPACE.NAME… [--delta PATH] [--json]`: where each mirror stands against its Delta
+table, without a JVM (the Delta log and pyiceberg, through `mirror_status`).
+
+A mirror names its Delta table itself (the `dvmirror.delta-table` property every sync checks), so the
+Iceberg table names are enough; `--delta PATH` (one table) names the Delta table as `sync` does, and is
+held to the same check: an existing table must be dv-mirror's mirror of that path. A table the catalog
+does not have is bad input (exit 2) unless `--delta` names its Delta table (then: nothing mirrored yet).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import traceback
+from dataclasses import asdict
+from typing import Any
+
+from dv_assets.mirror.delta.paths import table_root_of
+from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorInputError
+from dv_assets.mirror.iceberg.mirror_table import DELTA_TABLE_PROPERTY
+from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
+from dv_assets.mirror.identity import check_mirrors
+from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings, parse_property
+from dv_assets.mirror.status import MirrorStatus, mirror_status
+
+
+def add_status_command(commands: Any) -> None:
+    """Register `status` on the CLI's subparsers (`commands`: argparse's `add_subparsers()` value)."""
+    status = commands.add_parser(
+        "status",
+        help="where each mirror stands: mirrored version, Delta's latest, lag, snapshot (no JVM)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    status.add_argument("tables", nargs="+", metavar="NAMESPACE.NAME", help="Iceberg table(s) to report")
+    status.add_argument(
+        "--delta",
+        metavar="PATH",
+        help="the Delta table (path or URI) of the one table named; default: the one the mirror records",
+    )
+    status.add_argument("--catalog-uri", help="sqlite:///PATH/catalog.db (default: ./.dvmirror/catalog.db)")
+    status.add_argument(
+        "--catalog-property", action="append", default=[], metavar="KEY=VALUE", help="repeatable"
+    )
+    status.add_argument("--config", help="YAML file with a `catalog:` map of catalog properties")
+    status.add_argument(
+        "--warehouse", help="Iceberg warehouse folder or URI (default: ./.dvmirror/warehouse)"
+    )
+    status.add_argument("--json", action="store_true", help="print one JSON document")
+    status.set_defaults(run=run_status)
+
+
+def run_status(args: argparse.Namespace) -> int:
+    # pyiceberg warns on stderr (e.g. about an older sqlite catalog schema); stderr is for the one error line.
+    logging.getLogger("pyiceberg").setLevel(logging.ERROR)
+    debug = False
+    try:
+        if args.delta is not None and len(args.tables) != 1:
+            raise MirrorInputError("--delta names the Delta table of one Iceberg table; name only one")
+        for name in args.tables:
+            if "." not in name:
+                raise MirrorInputError(f"an Iceberg table is NAMESPACE.NAME, got {name!r}")
+        try:
+            settings = MirrorSettings.resolve(
+                catalog_uri=args.catalog_uri,
+                catalog_properties=dict(parse_property(p) for p in args.catalog_property),
+                config_file=args.config,
+                warehouse=args.warehouse,
+                s3=(args.delta or "").startswith(("s3://", "s3a://", "s3n://")),
+            )
+        except ValueError as err:
+            raise MirrorInputError(str(err)) from None
+        debug = settings.debug
+        statuses = [table_status(settings.catalog, name, args.delta) for name in args.tables]
+    except MirrorInputError as err:
+        return _fail(args, EXIT_BAD_INPUT, err.one_line())
+    except Exception as err:  # a catalog or storage failure: one line, the traceback only when debugging
+        if debug:
+            traceback.print_exc()
+        return _fail(args, EXIT_INTERNAL_ERROR, f"internal error: {type(err).__name__}: {_first_line(err)}")
+    if args.json:
+        tables = [{**asdict(s), "up_to_date": s.up_to_date} for s in statuses]
+        print(json.dumps({"ok": True, "tables": tables}, indent=2))
+    else:
+        print("\n\n".join(status_text(s) for s in statuses))
+    return 0
+
+
+def table_status(catalog: CatalogConfig, table_name: str, delta_path: str | None) -> MirrorStatus:
+    """The status of one mirror; its Delta table is `delta_path`, else the one the mirror records."""
+    mirror = read_mirror_table(catalog, table_name)
+    if mirror is None and delta_path is None:
+        raise MirrorInputError(
+            f"the catalog has no Iceberg table {table_name} (name its Delta table with --delta to see what "
+            "a first sync would mirror)"
+        )
+    if delta_path is not None:
+        delta_root = table_root_of(delta_path)
+        if mirror is not None:
+            check_mirrors(mirror, delta_root, None)
+    else:
+        assert mirror is not None
+        recorded = mirror.properties.get(DELTA_TABLE_PROPERTY)
+        if recorded is None:
+            raise MirrorInputError(
+                f"Iceberg table {table_name} is not a dv-mirror mirror (no {DELTA_TABLE_PROPERTY} property)"
+            )
+        delta_root = recorded
+    delta = DeltaTable(delta_root, enforce_protocol=False, io=FileIO(catalog.storage_properties()))
+    return mirror_status(delta, mirror, table_name)
+
+
+def status_text(status: MirrorStatus) -> str:
+    """The status as aligned `label: value` lines under the table's name."""
+    fmt = status.format_version
+    deletes = "live DVs" if fmt is None or fmt >= 3 else "live position-delete files"
+    if status.lag_seconds is None:
+        waited = "unknown (the first missing commit has no timestamp)"
+    else:
+        waited = f"{status.lag_seconds:.1f} s"
+    rows = [
+        ("Delta table", status.delta_path),
+        ("mirrored version", _or_none(status.mirrored_version)),
+        ("Delta latest version", str(status.delta_latest_version)),
+        ("lag", f"{status.lag_versions} versions, {waited}" + (" (up to date)" if status.up_to_date else "")),
+        ("snapshot id", _or_none(status.snapshot_id)),
+        ("metadata file", _or_none(status.metadata_location)),
+        ("format version", _or_none(fmt)),
+        ("live rows", _or_none(status.live_rows)),
+        ("live data files", _or_none(status.live_data_files)),
+        (deletes, _or_none(status.live_delete_files)),
+    ]
+    width = max(len(label) for label, _ in rows) + 1
+    return "\n".join([status.iceberg_table, *(f"  {label + ':':<{width}} {value}" for label, value in rows)])
+
+
+def _or_none(value: object) -> str:
+    return "none" if value is None else str(value)
+
+
+def _first_line(err: Exception) -> str:
+    lines = str(err).splitlines()
+    return lines[0][:500] if lines else ""
+
+
+def _fail(args: argparse.Namespace, code: int, line: str) -> int:
+    """One line on stderr; with --json the same failure on stdout."""
+    print(f"dvmirror: {line}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"ok": False, "exit_code": code, "error": line}, indent=2))
+    return code

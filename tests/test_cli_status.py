@@ -1,0 +1,141 @@
+"""`dvmirror status` and `dvmirror --version` through the installed console script: a real mirror made by
+`dvmirror sync` (Spark), then read with no JVM able to start (no java on PATH, no JAVA_HOME)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+from pyiceberg.schema import Schema
+from pyiceberg.types import LongType, NestedField
+
+from dv_assets.mirror.settings import CatalogConfig
+from tests.helpers.paths import DELTA_FIXTURES
+from tests.helpers.processes import cli_catalog, no_java_env, one_error_line, run_dvmirror, sync_cli
+from tests.helpers.readers import snapshots_by_delta_version
+
+TABLE = "table-with-dv-small"  # version 0: 10 rows in one file; version 1: a DELETE as one DV (8 rows)
+
+
+def status(tmp: Path, *args: str) -> subprocess.CompletedProcess:
+    """`dvmirror status ARGS` on `cli_catalog(tmp)`, where no JVM can start."""
+    catalog = cli_catalog(tmp)
+    where = ["--catalog-uri", catalog.sqlalchemy_uri, "--warehouse", str(catalog.warehouse)]
+    env = no_java_env()
+    assert shutil.which("java", path=env["PATH"]) is None
+    return run_dvmirror("status", *args, *where, cwd=tmp, env=env)
+
+
+@pytest.fixture(scope="module")
+def behind(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, dict]:
+    """A mirror of the fixture at version 0 while the Delta table is at 1; its `status --json` report."""
+    tmp = tmp_path_factory.mktemp("status")
+    delta = tmp / TABLE
+    shutil.copytree(DELTA_FIXTURES / TABLE, delta)
+    synced = sync_cli(tmp, delta, "st.t", "--until-version", "0")
+    assert synced.returncode == 0, synced.stderr
+    began = time.monotonic()
+    done = status(tmp, "st.t", "--json")
+    print(f"dvmirror status --json: {time.monotonic() - began:.2f} s")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == ""
+    return tmp, delta, json.loads(done.stdout)
+
+
+@pytest.mark.spark  # the fixture's `dvmirror sync` starts Spark in its process
+def test_status_json_of_a_mirror_behind_its_delta_table(behind) -> None:
+    tmp, delta, report = behind
+    catalog = cli_catalog(tmp)
+    table = catalog.pyiceberg_catalog().load_table("st.t")
+    (one,) = report["tables"]
+    assert report["ok"] is True
+    assert one["iceberg_table"] == "st.t" and one["delta_path"] == str(delta)
+    assert (one["mirrored_version"], one["delta_latest_version"], one["lag_versions"]) == (0, 1, 1)
+    assert one["up_to_date"] is False
+    assert one["lag_seconds"] > 0  # the fixture's version 1 was committed long ago
+    assert one["snapshot_id"] == snapshots_by_delta_version(catalog, "st.t")[0]
+    assert one["metadata_location"] == table.metadata_location
+    assert one["format_version"] == 3
+    assert (one["live_rows"], one["live_data_files"], one["live_delete_files"]) == (10, 1, 0)
+
+
+@pytest.mark.spark
+def test_status_text_once_up_to_date(behind) -> None:
+    tmp, delta, _ = behind
+    synced = sync_cli(tmp, delta, "st.t")
+    assert synced.returncode == 0, synced.stderr
+    done = status(tmp, "st.t")
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    snapshot_id = snapshots_by_delta_version(cli_catalog(tmp), "st.t")[1]
+    metadata = cli_catalog(tmp).pyiceberg_catalog().load_table("st.t").metadata_location
+    lines = done.stdout.splitlines()
+    assert lines[0] == "st.t"
+    fields = dict(line.strip().split(": ", 1) for line in lines[1:])
+    assert {k: v.strip() for k, v in fields.items()} == {
+        "Delta table": str(delta),
+        "mirrored version": "1",
+        "Delta latest version": "1",
+        "lag": "0 versions, 0.0 s (up to date)",
+        "snapshot id": str(snapshot_id),
+        "metadata file": metadata,
+        "format version": "3",
+        "live rows": "8",
+        "live data files": "1",
+        "live DVs": "1",
+    }
+
+
+@pytest.mark.spark
+def test_status_with_delta_holds_the_mirror_to_it(behind, tmp_path: Path) -> None:
+    tmp, delta, _ = behind
+    same = status(tmp, "st.t", "--delta", str(delta), "--json")
+    assert same.returncode == 0, same.stderr
+    assert json.loads(same.stdout)["tables"][0]["delta_path"] == str(delta)
+    other = status(tmp, "st.t", "--delta", str(tmp_path))
+    assert other.returncode == 2 and other.stdout == ""
+    mismatch = f"table {tmp_path}: Iceberg table st.t mirrors {delta}, not this table"
+    assert one_error_line(other) == f"dvmirror: {mismatch}"
+
+
+def test_unknown_table_is_bad_input(tmp_path: Path) -> None:
+    text = status(tmp_path, "st.nope")
+    assert text.returncode == 2 and text.stdout == ""
+    assert one_error_line(text).startswith("dvmirror: the catalog has no Iceberg table st.nope")
+    as_json = status(tmp_path, "st.nope", "--json")
+    assert as_json.returncode == 2
+    report = json.loads(as_json.stdout)
+    assert report["ok"] is False and report["exit_code"] == 2
+    assert report["error"].startswith("the catalog has no Iceberg table st.nope")
+
+
+def test_a_first_sync_to_come_with_delta(tmp_path: Path) -> None:
+    """No Iceberg table yet, the Delta table named: every version is still to mirror."""
+    delta = DELTA_FIXTURES / TABLE
+    done = status(tmp_path, "st.new", "--delta", str(delta), "--json")
+    assert done.returncode == 0, done.stderr
+    (one,) = json.loads(done.stdout)["tables"]
+    assert (one["mirrored_version"], one["delta_latest_version"], one["lag_versions"]) == (None, 1, 2)
+    assert one["snapshot_id"] is None and one["metadata_location"] is None
+
+
+def test_a_table_that_is_not_a_mirror_is_bad_input(tmp_path: Path) -> None:
+    catalog: CatalogConfig = cli_catalog(tmp_path)
+    iceberg = catalog.pyiceberg_catalog()
+    iceberg.create_namespace("st")
+    iceberg.create_table("st.plain", Schema(NestedField(1, "id", LongType(), required=False)))
+    done = status(tmp_path, "st.plain")
+    assert done.returncode == 2
+    assert one_error_line(done) == (
+        "dvmirror: Iceberg table st.plain is not a dv-mirror mirror (no dvmirror.delta-table property)"
+    )
+
+
+def test_version(tmp_path: Path) -> None:
+    done = run_dvmirror("--version", cwd=tmp_path, env=no_java_env())
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == f"dvmirror {version('dv-mirror')}"
