@@ -29,6 +29,7 @@ import tempfile
 import traceback
 from pathlib import Path
 
+from dv_assets.mirror.cli_expire import add_expire_parser, run_expire
 from dv_assets.mirror.errors import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
@@ -82,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
         "repeatable. Anything else outside the table root is refused",
     )
     sync.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    add_expire_parser(commands)
     return parser
 
 
@@ -111,6 +113,8 @@ def _fail(args: argparse.Namespace, code: int, line: str, mirrored: list[int], s
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if args.command == "expire":
+        return run_expire(args)
     mirrored: list[int] = []  # versions committed by this run, for a failure report
     spark_log: str | None = None
     if "." not in args.table:
