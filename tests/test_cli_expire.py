@@ -50,8 +50,23 @@ def expired(tmp_path_factory: pytest.TempPathFactory):
         "current": table.current_snapshot().snapshot_id,
         "owned": {p.name for p in data_dir.iterdir() if p.name.startswith("dvmirror-")},
     }
+    dry = expire_cli(tmp, MIRROR, "--retain-last", "3", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    before["dry_run"] = json.loads(dry.stdout)
+    before["after_dry_run"] = {
+        "snapshots": len(catalog.pyiceberg_catalog().load_table(MIRROR).snapshots()),
+        "owned": {p.name for p in data_dir.iterdir() if p.name.startswith("dvmirror-")},
+    }
     done = expire_cli(tmp, MIRROR, "--retain-last", "3", "--json")
     return tmp, delta, catalog, data_dir, not_ours, before, done
+
+
+def test_dry_run_reports_and_removes_nothing(expired) -> None:
+    _, _, _, _, _, before, done = expired
+    dry, real = before["dry_run"], json.loads(done.stdout)
+    assert dry["dry_run"] and before["after_dry_run"] == {"snapshots": 16, "owned": before["owned"]}
+    for key in ("expired_snapshot_ids", "expired_delta_versions", "deleted_delete_files"):
+        assert dry[key] == real[key], key  # what it said would go is what went
 
 
 def test_expire_keeps_the_newest_n_snapshots(expired) -> None:
