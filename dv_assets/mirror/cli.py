@@ -3,6 +3,10 @@
     dvmirror sync DELTA_TABLE_PATH --table NAMESPACE.NAME [--catalog-uri sqlite:///PATH/catalog.db]
         [--catalog-property KEY=VALUE ...] [--config FILE] [--warehouse PATH|URI]
         [--format-version 3|2] [--until-version N] [--allow-root PATH ...] [--json]
+    dvmirror status NAMESPACE.NAME ... [--delta PATH] [catalog flags] [--json]        (no JVM)
+    dvmirror expire NAMESPACE.NAME --retain-last N [--older-than DURATION] [--dry-run] [catalog flags]
+        [--json]
+    dvmirror --version
 
 The catalog: Iceberg's own catalog properties, e.g. `--catalog-property type=rest --catalog-property
 uri=http://127.0.0.1:8181 --catalog-property warehouse=s3://bucket/wh --catalog-property
@@ -30,6 +34,8 @@ import traceback
 from importlib.metadata import version
 from pathlib import Path
 
+from dv_assets.mirror.cli_args import add_catalog_arguments
+from dv_assets.mirror.cli_expire import add_expire_parser
 from dv_assets.mirror.cli_status import add_status_command
 from dv_assets.mirror.errors import (
     EXIT_BAD_INPUT,
@@ -59,17 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sync.add_argument("delta_table", help="path of the Delta table (the folder holding _delta_log)")
     sync.add_argument("--table", required=True, help="Iceberg table, NAMESPACE.NAME")
-    sync.add_argument("--catalog-uri", help="sqlite:///PATH/catalog.db (default: ./.dvmirror/catalog.db)")
-    sync.add_argument(
-        "--catalog-property",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="an Iceberg catalog property (type, catalog-impl, uri, warehouse, io-impl, s3.endpoint, …); "
-        "repeatable",
-    )
-    sync.add_argument("--config", help="YAML file with a `catalog:` map of catalog properties")
-    sync.add_argument("--warehouse", help="Iceberg warehouse folder or URI (default: ./.dvmirror/warehouse)")
+    add_catalog_arguments(sync)
     sync.add_argument(
         "--format-version",
         type=int,
@@ -86,6 +82,7 @@ def _parser() -> argparse.ArgumentParser:
         "repeatable. Anything else outside the table root is refused",
     )
     sync.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    add_expire_parser(commands)
     return parser
 
 
@@ -115,7 +112,7 @@ def _fail(args: argparse.Namespace, code: int, line: str, mirrored: list[int], s
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command != "sync":  # a subcommand of its own module
+    if args.command != "sync":  # a subcommand of its own module (`run` set by its parser)
         return args.run(args)
     mirrored: list[int] = []  # versions committed by this run, for a failure report
     spark_log: str | None = None

@@ -17,6 +17,7 @@ import traceback
 from dataclasses import asdict
 from typing import Any
 
+from dv_assets.mirror.cli_args import add_catalog_arguments
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorInputError
@@ -42,14 +43,7 @@ def add_status_command(commands: Any) -> None:
         metavar="PATH",
         help="the Delta table (path or URI) of the one table named; default: the one the mirror records",
     )
-    status.add_argument("--catalog-uri", help="sqlite:///PATH/catalog.db (default: ./.dvmirror/catalog.db)")
-    status.add_argument(
-        "--catalog-property", action="append", default=[], metavar="KEY=VALUE", help="repeatable"
-    )
-    status.add_argument("--config", help="YAML file with a `catalog:` map of catalog properties")
-    status.add_argument(
-        "--warehouse", help="Iceberg warehouse folder or URI (default: ./.dvmirror/warehouse)"
-    )
+    add_catalog_arguments(status)
     status.add_argument("--json", action="store_true", help="print one JSON document")
     status.set_defaults(run=run_status)
 

@@ -1,0 +1,188 @@
+"""`dvmirror expire TABLE --retain-last N [--older-than DURATION]`: the cleanup job's expiry and reclaim
+(`expire_and_reclaim`, the same `Retention` and ownership rules) from the command line.
+
+Iceberg's own `expire_snapshots` refuses a mirror (`gc.enabled=false`, rightly: its data files are
+Delta's), so this is how a CLI-only user expires one. Only the mirror's own delete files and Iceberg's
+metadata files that no retained snapshot references are deleted; Delta's files never.
+
+Exit codes: 0 done (also when nothing was expired), 2 bad input (no such table, not a dv-mirror table, a
+bad duration or catalog), 3 internal error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+import traceback
+from typing import TYPE_CHECKING
+
+from dv_assets.mirror.cli_args import add_catalog_arguments
+from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR
+from dv_assets.mirror.settings import MirrorSettings, parse_property
+
+if TYPE_CHECKING:  # the maintenance module imports pyspark: not for `dvmirror --help`
+    from dv_assets.mirror.iceberg.maintenance import MaintenanceReport
+    from dv_assets.mirror.iceberg.mirror_table import MirrorTable
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+_HOURS_PER_UNIT = {"s": 1 / 3600, "m": 1 / 60, "h": 1.0, "d": 24.0, "w": 168.0}
+
+
+def duration_hours(text: str) -> float:
+    """`90m`, `36h`, `7d`, `2w`, `3600s` in hours; ValueError for anything else or a zero duration."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise ValueError(f"--older-than must be a number and a unit (s, m, h, d, w), e.g. 7d; got {text!r}")
+    hours = float(match.group(1)) * _HOURS_PER_UNIT[match.group(2)]
+    if hours <= 0:
+        raise ValueError(f"--older-than must be longer than zero, got {text!r}")
+    return hours
+
+
+def add_expire_parser(commands: argparse._SubParsersAction) -> None:
+    expire = commands.add_parser(
+        "expire",
+        help="expire a mirror's old snapshots and delete only the mirror's own files they alone used",
+        description=__doc__.split("\n\n")[0],
+        epilog="\n\n".join(__doc__.split("\n\n")[1:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    expire.add_argument("table", help="the mirror's Iceberg table, NAMESPACE.NAME")
+    expire.add_argument(
+        "--retain-last", type=int, required=True, metavar="N", help="keep at least the newest N snapshots"
+    )
+    expire.add_argument(
+        "--older-than",
+        metavar="DURATION",
+        help="expire only snapshots older than this (e.g. 36h, 7d; never the newest N). "
+        "Default: every snapshot beyond the newest N",
+    )
+    expire.add_argument("--dry-run", action="store_true", help="report what would be removed, remove nothing")
+    add_catalog_arguments(expire)
+    expire.add_argument("--json", action="store_true", help="print a machine-readable report")
+    expire.set_defaults(run=run_expire)
+
+
+def expire_report(report: MaintenanceReport, before: MirrorTable) -> dict:
+    """The report as plain values, with the Delta versions expired and still readable in the mirror."""
+    versions = {s.snapshot_id: s.delta_version for s in before.snapshots}
+    expired = set(report.expired_snapshot_ids)
+    return {
+        "table": report.iceberg_table,
+        "dry_run": report.dry_run,
+        "snapshots_before": report.snapshots_before,
+        "snapshots_expired": len(report.expired_snapshot_ids),
+        "snapshots_retained": report.retained_snapshots,
+        "expired_snapshot_ids": report.expired_snapshot_ids,
+        "expired_delta_versions": sorted(v for sid in expired if (v := versions.get(sid)) is not None),
+        "retained_delta_versions": sorted(
+            v for sid, v in versions.items() if v is not None and sid not in expired
+        ),
+        "deleted_delete_files": report.deleted_delete_files,
+        "deleted_metadata_files": report.deleted_metadata_files,
+        "deleted_orphans": report.deleted_orphans,
+        "files_reclaimed": report.files_reclaimed,
+        "bytes_reclaimed": report.bytes_reclaimed,
+    }
+
+
+def _text(report: dict) -> str:
+    verb = "would expire" if report["dry_run"] else "expired"
+    lines = [
+        f"{report['table']}: {verb} {report['snapshots_expired']} of {report['snapshots_before']} snapshots "
+        f"(Delta versions {report['expired_delta_versions'] or 'none'}); "
+        f"{report['snapshots_retained']} retained (Delta versions {report['retained_delta_versions']})",
+        f"{'would reclaim' if report['dry_run'] else 'reclaimed'} {report['files_reclaimed']} files, "
+        f"{report['bytes_reclaimed']} bytes: {len(report['deleted_delete_files'])} delete files, "
+        f"{len(report['deleted_metadata_files'])} metadata files, {len(report['deleted_orphans'])} orphans",
+    ]
+    lines += [f"  {f}" for f in report["deleted_delete_files"] + report["deleted_orphans"]]
+    return "\n".join(lines)
+
+
+def _refusal(table_name: str, table: MirrorTable | None) -> str | None:
+    """Why `table` is not expired here: missing, or not written by the mirror (its files may be its own
+    data, which only its owner's tools may expire). None: it is a mirror."""
+    if table is None:
+        return f"table {table_name}: no such Iceberg table"
+    if not any(s.delta_version is not None for s in table.snapshots):
+        return f"table {table_name}: not a dv-mirror table (no snapshot carries a Delta version)"
+    return None
+
+
+def _pyiceberg_reads(settings: MirrorSettings) -> bool:
+    """Whether pyiceberg has a counterpart of the catalog's kind (it reads the table without a JVM)."""
+    try:
+        settings.catalog.pyiceberg_properties()
+    except ValueError:
+        return False
+    return True
+
+
+def run_expire(args: argparse.Namespace) -> int:
+    # The failure reporting and the Spark log redirection are the sync's own (cli.py imports this module).
+    from dv_assets.mirror.cli import _child_stderr_to_log, _fail
+    from dv_assets.mirror.iceberg.maintenance import Retention
+
+    if "." not in args.table:
+        return _fail(args, EXIT_BAD_INPUT, f"--table must be NAMESPACE.NAME, got {args.table!r}", [], None)
+    if args.retain_last < 1:
+        return _fail(
+            args, EXIT_BAD_INPUT, f"--retain-last must be at least 1, got {args.retain_last}", [], None
+        )
+    try:
+        retention = Retention(
+            retain_last=args.retain_last,
+            max_snapshot_age_hours=None if args.older_than is None else duration_hours(args.older_than),
+        )
+        settings = MirrorSettings.resolve(
+            catalog_uri=args.catalog_uri,
+            catalog_properties=dict(parse_property(p) for p in args.catalog_property),
+            config_file=args.config,
+            warehouse=args.warehouse,
+        )
+    except ValueError as err:
+        return _fail(args, EXIT_BAD_INPUT, str(err).splitlines()[0], [], None)
+    spark_log: str | None = None
+    try:
+        from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
+
+        # Refused before a JVM starts when pyiceberg can read the catalog (else after, by Iceberg Java).
+        # Its sqlite catalog logs a warning on a catalog Iceberg Java created: stderr holds one line.
+        logging.getLogger("pyiceberg.catalog.sql").setLevel(logging.ERROR)
+        before = None
+        if _pyiceberg_reads(settings):
+            before = read_mirror_table(settings.catalog, args.table)
+            if (refusal := _refusal(args.table, before)) is not None:
+                return _fail(args, EXIT_BAD_INPUT, refusal, [], None)
+
+        from dv_assets.mirror.iceberg.java import IcebergJava
+        from dv_assets.mirror.iceberg.maintenance import expire_and_reclaim
+        from dv_assets.mirror.spark import get_or_create_spark
+
+        if not settings.debug:
+            spark_log = _child_stderr_to_log()
+        iceberg = IcebergJava(get_or_create_spark(settings))
+        if before is None:
+            before = iceberg.load(args.table)
+            if (refusal := _refusal(args.table, before)) is not None:
+                return _fail(args, EXIT_BAD_INPUT, refusal, [], spark_log)
+        assert before is not None
+        report = expire_and_reclaim(iceberg, args.table, retention, dry_run=args.dry_run)
+    except Exception as err:  # the one place a traceback is turned into a line
+        if settings.debug:
+            traceback.print_exc()
+        line = f"internal error: {type(err).__name__}: {str(err).splitlines()[0][:500]}"
+        if spark_log is not None:
+            line += f" (Spark's log: {spark_log})"
+        return _fail(args, EXIT_INTERNAL_ERROR, line, [], spark_log)
+    values = expire_report(report, before)
+    if args.json:
+        print(json.dumps({"ok": True, **values, "spark_log": spark_log}, indent=2))
+    else:
+        print(_text(values))
+    sys.stdout.flush()
+    return 0
