@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -179,3 +180,31 @@ def test_missing_data_file_refused_before_the_table_exists(spark, catalog, copy_
     shutil.copy2(DELTA_FIXTURES / SMALL / DATA_NAME, root / DATA_NAME)
     assert sync_table(spark, root, table_name).mirrored_versions == [0, 1]
     assert first_column_values(spark, table_name) == [1, 2, 3, 4, 5, 6, 7, 8]
+
+
+def test_cli_tells_a_missing_path_from_a_folder_that_is_not_delta_and_a_version_past_the_latest(
+    copy_fixture, tmp_path: Path
+) -> None:
+    """Refused before a JVM starts (exit 2, one line): each with its own reason."""
+    missing = sync_cli(tmp_path, tmp_path / "no-such-table", "bad.missing")
+    assert missing.returncode == 2 and one_error_line(missing).endswith(": no such path"), missing.stderr
+    plain = tmp_path / "plain-folder"
+    plain.mkdir()
+    not_delta = sync_cli(tmp_path, plain, "bad.plain")
+    assert not_delta.returncode == 2, not_delta.stderr
+    assert one_error_line(not_delta).endswith("no _delta_log folder: not a Delta table")
+    root = copy_fixture(SMALL)  # versions 0 and 1
+    past = sync_cli(tmp_path, root, "bad.past", "--until-version", "99")
+    assert past.returncode == 2, past.stdout + past.stderr
+    assert one_error_line(past) == (
+        f"dvmirror: table {root}: --until-version 99 is past the latest Delta version 1"
+    )
+    assert not cli_catalog(tmp_path).pyiceberg_catalog().table_exists("bad.past")
+
+
+def test_cli_removes_sparks_log_after_a_successful_run(copy_fixture, tmp_path: Path) -> None:
+    logs_before = set(Path(tempfile.gettempdir()).glob("dvmirror-spark-*.log"))
+    done = sync_cli(tmp_path, copy_fixture(SMALL), "ok.logs", "--json")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "spark_log" not in json.loads(done.stdout)
+    assert set(Path(tempfile.gettempdir()).glob("dvmirror-spark-*.log")) <= logs_before

@@ -37,6 +37,7 @@ from pathlib import Path
 from dv_assets.mirror.cli_args import add_catalog_arguments
 from dv_assets.mirror.cli_expire import add_expire_parser
 from dv_assets.mirror.cli_status import add_status_command
+from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
@@ -44,6 +45,7 @@ from dv_assets.mirror.errors import (
     MirrorConflictError,
     MirrorInputError,
 )
+from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import MirrorSettings, parse_property
 
 
@@ -120,9 +122,13 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(
             args, EXIT_BAD_INPUT, f"--table must be NAMESPACE.NAME, got {args.table!r}", mirrored, None
         )
-    if not (Path(args.delta_table) / "_delta_log").is_dir() and "://" not in args.delta_table:
-        reason = f"table {args.delta_table}: no _delta_log folder: not a Delta table"
-        return _fail(args, EXIT_BAD_INPUT, reason, mirrored, None)
+    if "://" not in args.delta_table:
+        if not Path(args.delta_table).exists():
+            reason = f"table {args.delta_table}: no such path"
+            return _fail(args, EXIT_BAD_INPUT, reason, mirrored, None)
+        if not (Path(args.delta_table) / "_delta_log").is_dir():
+            reason = f"table {args.delta_table}: no _delta_log folder: not a Delta table"
+            return _fail(args, EXIT_BAD_INPUT, reason, mirrored, None)
     try:
         settings = MirrorSettings.resolve(
             catalog_uri=args.catalog_uri,
@@ -133,6 +139,19 @@ def main(argv: list[str] | None = None) -> int:
         )
     except ValueError as err:
         return _fail(args, EXIT_BAD_INPUT, str(err), mirrored, None)
+    if args.until_version is not None:
+        # Answered from the log before a JVM starts: a version past the latest is a typo, not "up to date".
+        try:
+            io = FileIO(settings.catalog.storage_properties())
+            latest = DeltaTable(args.delta_table, enforce_protocol=False, io=io).latest_version()
+        except (OSError, ValueError, MirrorInputError) as err:
+            return _fail(args, EXIT_BAD_INPUT, f"table {args.delta_table}: {err}", mirrored, None)
+        if args.until_version > latest:
+            reason = (
+                f"table {args.delta_table}: --until-version {args.until_version} is past the latest "
+                f"Delta version {latest}"
+            )
+            return _fail(args, EXIT_BAD_INPUT, reason, mirrored, None)
     try:
         # Imported here so that `--help` and argument errors answer without starting a JVM.
         from dv_assets.mirror.spark import get_or_create_spark
@@ -174,8 +193,11 @@ def main(argv: list[str] | None = None) -> int:
         if spark_log is not None:
             line += f" (Spark's log: {spark_log})"
         return _fail(args, EXIT_INTERNAL_ERROR, line, mirrored, spark_log)
+    if spark_log is not None:
+        # Kept only when it may explain a failure (its path is then in the error line).
+        Path(spark_log).unlink(missing_ok=True)
     if args.json:
-        print(json.dumps({"ok": True, **result.to_json(), "spark_log": spark_log}, indent=2))
+        print(json.dumps({"ok": True, **result.to_json()}, indent=2))
     elif not result.versions:
         print(f"{args.table} is up to date with {args.delta_table} at version {result.latest_delta_version}")
     return 0
