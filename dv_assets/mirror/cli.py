@@ -34,7 +34,7 @@ import traceback
 from importlib.metadata import version
 from pathlib import Path
 
-from dv_assets.mirror.cli_args import add_catalog_arguments
+from dv_assets.mirror.cli_args import add_catalog_arguments, internal_error_line, settings_from
 from dv_assets.mirror.cli_expire import add_expire_parser
 from dv_assets.mirror.cli_status import add_status_command
 from dv_assets.mirror.delta.replay import DeltaTable
@@ -46,7 +46,6 @@ from dv_assets.mirror.errors import (
     MirrorInputError,
 )
 from dv_assets.mirror.io import FileIO
-from dv_assets.mirror.settings import MirrorSettings, parse_property
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -130,13 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             reason = f"table {args.delta_table}: no _delta_log folder: not a Delta table"
             return _fail(args, EXIT_BAD_INPUT, reason, mirrored, None)
     try:
-        settings = MirrorSettings.resolve(
-            catalog_uri=args.catalog_uri,
-            catalog_properties=dict(parse_property(p) for p in args.catalog_property),
-            config_file=args.config,
-            warehouse=args.warehouse,
-            s3=args.delta_table.startswith(("s3://", "s3a://", "s3n://")),
-        )
+        settings = settings_from(args, args.delta_table)
     except ValueError as err:
         return _fail(args, EXIT_BAD_INPUT, str(err), mirrored, None)
     if args.until_version is not None:
@@ -189,10 +182,7 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as err:  # the one place a traceback is turned into a line
         if settings.debug:
             traceback.print_exc()
-        line = f"internal error: {type(err).__name__}: {str(err).splitlines()[0][:500]}"
-        if spark_log is not None:
-            line += f" (Spark's log: {spark_log})"
-        return _fail(args, EXIT_INTERNAL_ERROR, line, mirrored, spark_log)
+        return _fail(args, EXIT_INTERNAL_ERROR, internal_error_line(err, spark_log), mirrored, spark_log)
     if spark_log is not None:
         # Kept only when it may explain a failure (its path is then in the error line).
         Path(spark_log).unlink(missing_ok=True)

@@ -19,9 +19,9 @@ import sys
 import traceback
 from typing import TYPE_CHECKING
 
-from dv_assets.mirror.cli_args import add_catalog_arguments
+from dv_assets.mirror.cli_args import add_catalog_arguments, internal_error_line, settings_from
 from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR
-from dv_assets.mirror.settings import MirrorSettings, parse_property
+from dv_assets.mirror.settings import MirrorSettings
 
 if TYPE_CHECKING:  # the maintenance module imports pyspark: not for `dvmirror --help`
     from dv_assets.mirror.iceberg.maintenance import MaintenanceReport
@@ -138,12 +138,7 @@ def run_expire(args: argparse.Namespace) -> int:
             retain_last=args.retain_last,
             max_snapshot_age_hours=None if args.older_than is None else duration_hours(args.older_than),
         )
-        settings = MirrorSettings.resolve(
-            catalog_uri=args.catalog_uri,
-            catalog_properties=dict(parse_property(p) for p in args.catalog_property),
-            config_file=args.config,
-            warehouse=args.warehouse,
-        )
+        settings = settings_from(args)
     except ValueError as err:
         return _fail(args, EXIT_BAD_INPUT, str(err).splitlines()[0], [], None)
     spark_log: str | None = None
@@ -175,10 +170,7 @@ def run_expire(args: argparse.Namespace) -> int:
     except Exception as err:  # the one place a traceback is turned into a line
         if settings.debug:
             traceback.print_exc()
-        line = f"internal error: {type(err).__name__}: {str(err).splitlines()[0][:500]}"
-        if spark_log is not None:
-            line += f" (Spark's log: {spark_log})"
-        return _fail(args, EXIT_INTERNAL_ERROR, line, [], spark_log)
+        return _fail(args, EXIT_INTERNAL_ERROR, internal_error_line(err, spark_log), [], spark_log)
     values = expire_report(report, before)
     if args.json:
         print(json.dumps({"ok": True, **values, "spark_log": spark_log}, indent=2))

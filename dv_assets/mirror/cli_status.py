@@ -17,7 +17,7 @@ import traceback
 from dataclasses import asdict
 from typing import Any
 
-from dv_assets.mirror.cli_args import add_catalog_arguments
+from dv_assets.mirror.cli_args import add_catalog_arguments, internal_error_line, settings_from
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorInputError
@@ -25,7 +25,7 @@ from dv_assets.mirror.iceberg.mirror_table import DELTA_TABLE_PROPERTY
 from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.identity import check_mirrors
 from dv_assets.mirror.io import FileIO
-from dv_assets.mirror.settings import CatalogConfig, MirrorSettings, parse_property
+from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.status import MirrorStatus, mirror_status
 
 
@@ -59,13 +59,7 @@ def run_status(args: argparse.Namespace) -> int:
             if "." not in name:
                 raise MirrorInputError(f"an Iceberg table is NAMESPACE.NAME, got {name!r}")
         try:
-            settings = MirrorSettings.resolve(
-                catalog_uri=args.catalog_uri,
-                catalog_properties=dict(parse_property(p) for p in args.catalog_property),
-                config_file=args.config,
-                warehouse=args.warehouse,
-                s3=(args.delta or "").startswith(("s3://", "s3a://", "s3n://")),
-            )
+            settings = settings_from(args, args.delta)
         except ValueError as err:
             raise MirrorInputError(str(err)) from None
         debug = settings.debug
@@ -75,7 +69,7 @@ def run_status(args: argparse.Namespace) -> int:
     except Exception as err:  # a catalog or storage failure: one line, the traceback only when debugging
         if debug:
             traceback.print_exc()
-        return _fail(args, EXIT_INTERNAL_ERROR, f"internal error: {type(err).__name__}: {_first_line(err)}")
+        return _fail(args, EXIT_INTERNAL_ERROR, internal_error_line(err, None))
     if args.json:
         tables = [{**asdict(s), "up_to_date": s.up_to_date} for s in statuses]
         print(json.dumps({"ok": True, "tables": tables}, indent=2))
@@ -134,11 +128,6 @@ def status_text(status: MirrorStatus) -> str:
 
 def _or_none(value: object) -> str:
     return "none" if value is None else str(value)
-
-
-def _first_line(err: Exception) -> str:
-    lines = str(err).splitlines()
-    return lines[0][:500] if lines else ""
 
 
 def _fail(args: argparse.Namespace, code: int, line: str) -> int:
