@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -36,7 +37,15 @@ from tests.helpers.faults import (
     truncate_dv,
 )
 from tests.helpers.paths import DELTA_FIXTURES
-from tests.helpers.processes import cli_catalog, one_error_line, sync_cli
+from tests.helpers.processes import (
+    catalog_flags,
+    cli_catalog,
+    free_port,
+    no_java_env,
+    one_error_line,
+    run_dvmirror,
+    sync_cli,
+)
 from tests.helpers.readers import first_column_values, pyiceberg_state, warehouse_data_files
 
 pytestmark = pytest.mark.spark
@@ -208,3 +217,29 @@ def test_cli_removes_sparks_log_after_a_successful_run(copy_fixture, tmp_path: P
     assert done.returncode == 0, done.stdout + done.stderr
     assert "spark_log" not in json.loads(done.stdout)
     assert set(Path(tempfile.gettempdir()).glob("dvmirror-spark-*.log")) <= logs_before
+
+
+@pytest.mark.parametrize("command", ["sync", "status", "expire"])
+def test_cli_an_unknown_or_unreachable_catalog_is_bad_input(
+    command: str, copy_fixture, tmp_path: Path
+) -> None:
+    """Answered before a JVM starts, in seconds: one line naming the catalog property."""
+    args = {
+        "sync": ["sync", str(copy_fixture(SMALL)), "--table", "bad.catalog"],
+        "status": ["status", "bad.catalog"],
+        "expire": ["expire", "bad.catalog", "--retain-last", "1"],
+    }[command]
+    unknown = run_dvmirror(*args, "--catalog-property", "type=nosuch", cwd=tmp_path, env=no_java_env())
+    assert unknown.returncode == 2, unknown.stdout + unknown.stderr
+    known = "dvmirror: catalog property type=nosuch: Iceberg knows the types"
+    assert one_error_line(unknown).startswith(known)
+    uri = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    began = time.monotonic()
+    unreachable = run_dvmirror(
+        *args, *catalog_flags({"type": "rest", "uri": uri}), "--json", cwd=tmp_path, env=no_java_env()
+    )
+    assert time.monotonic() - began < 15
+    assert unreachable.returncode == 2, unreachable.stdout + unreachable.stderr
+    line = one_error_line(unreachable)
+    assert line.startswith(f"dvmirror: the catalog cannot be reached: rest catalog (uri={uri}): property uri")
+    assert json.loads(unreachable.stdout)["exit_code"] == 2

@@ -90,6 +90,43 @@ def test_status_text_once_up_to_date(behind) -> None:
     }
 
 
+@pytest.mark.spark  # the fixture's (and this test's first) `dvmirror sync` starts Spark in its process
+def test_a_no_op_sync_answers_without_a_jvm(behind, tmp_path: Path) -> None:
+    """Up to date: `dvmirror sync` says so where no JVM can start, and refuses as the sync itself would."""
+    tmp, delta, _ = behind
+    assert sync_cli(tmp, delta, "st.t").returncode == 0
+    catalog = cli_catalog(tmp)
+    where = ["--catalog-uri", catalog.sqlalchemy_uri, "--warehouse", str(catalog.warehouse)]
+
+    def sync_without_java(source: Path, *extra: str) -> subprocess.CompletedProcess:
+        args = ("sync", str(source), "--table", "st.t", *where, *extra)
+        return run_dvmirror(*args, cwd=tmp, env=no_java_env())
+
+    began = time.monotonic()
+    text = sync_without_java(delta)
+    print(f"no-op dvmirror sync: {time.monotonic() - began:.2f} s")
+    assert text.returncode == 0 and text.stderr == "", text.stderr
+    assert text.stdout.strip() == f"st.t is up to date with {delta} at version 1"
+    report = json.loads(sync_without_java(delta, "--json").stdout)
+    assert report["ok"] is True and report["mirrored_versions"] == []
+    assert (report["previously_mirrored"], report["latest_delta_version"]) == (1, 1)
+    assert "spark_log" not in report
+    at_zero = sync_without_java(delta, "--until-version", "0")  # behind the mirror: nothing to do either
+    assert at_zero.returncode == 0, at_zero.stderr
+    wrong_format = sync_without_java(delta, "--format-version", "2")
+    assert wrong_format.returncode == 2
+    assert one_error_line(wrong_format) == (
+        f"dvmirror: table {delta}: the Iceberg table is format version 3, not 2"
+    )
+    # Another Delta table at a path the mirror does not record: refused, no JVM either.
+    other = tmp_path / "other"
+    shutil.copytree(delta, other)
+    refused = sync_without_java(other)
+    assert refused.returncode == 2
+    mirrors_another = f"table {other}: Iceberg table st.t mirrors {delta}, not this table"
+    assert one_error_line(refused) == f"dvmirror: {mirrors_another}"
+
+
 @pytest.mark.spark
 def test_status_with_delta_holds_the_mirror_to_it(behind, tmp_path: Path) -> None:
     tmp, delta, _ = behind

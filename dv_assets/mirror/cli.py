@@ -27,16 +27,22 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import logging
 import sys
-import tempfile
 import traceback
 from importlib.metadata import version
 from pathlib import Path
 
-from dv_assets.mirror.cli_args import add_catalog_arguments, internal_error_line, settings_from
+from dv_assets.mirror.cli_args import (
+    add_catalog_arguments,
+    check_catalog_reachable,
+    child_stderr_to_log,
+    internal_error_line,
+    settings_from,
+)
 from dv_assets.mirror.cli_expire import add_expire_parser
 from dv_assets.mirror.cli_status import add_status_command
+from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import (
     EXIT_BAD_INPUT,
@@ -45,7 +51,11 @@ from dv_assets.mirror.errors import (
     MirrorConflictError,
     MirrorInputError,
 )
+from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
+from dv_assets.mirror.identity import mirror_position
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.settings import MirrorSettings
+from dv_assets.mirror.sync import SyncResult
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -87,21 +97,6 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _child_stderr_to_log() -> str:
-    """Send what the Spark JVM (a child process, inheriting fd 2) prints to a log file; its path.
-
-    The JVM and Spark's default log4j profile write a few lines to stderr; the contract is one line on
-    stderr for bad input. Python's own `sys.stderr` keeps the original stream.
-    """
-    log = tempfile.NamedTemporaryFile(prefix="dvmirror-spark-", suffix=".log", delete=False)  # noqa: SIM115
-    sys.stderr.flush()
-    original = os.dup(2)
-    os.dup2(log.fileno(), 2)
-    log.close()
-    sys.stderr = os.fdopen(original, "w", buffering=1)
-    return log.name
-
-
 def _fail(args: argparse.Namespace, code: int, line: str, mirrored: list[int], spark_log: str | None) -> int:
     """One line on stderr; with --json the same failure, and what was committed before it, on stdout."""
     print(f"dvmirror: {line}", file=sys.stderr)
@@ -132,26 +127,39 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_from(args, args.delta_table)
     except ValueError as err:
         return _fail(args, EXIT_BAD_INPUT, str(err), mirrored, None)
-    if args.until_version is not None:
-        # Answered from the log before a JVM starts: a version past the latest is a typo, not "up to date".
-        try:
-            io = FileIO(settings.catalog.storage_properties())
-            latest = DeltaTable(args.delta_table, enforce_protocol=False, io=io).latest_version()
-        except (OSError, ValueError, MirrorInputError) as err:
-            return _fail(args, EXIT_BAD_INPUT, f"table {args.delta_table}: {err}", mirrored, None)
-        if args.until_version > latest:
-            reason = (
-                f"table {args.delta_table}: --until-version {args.until_version} is past the latest "
-                f"Delta version {latest}"
+    try:
+        check_catalog_reachable(settings.catalog)
+        io = FileIO(settings.catalog.storage_properties())
+        delta = DeltaTable(table_root_of(args.delta_table), io=io)
+        latest = delta.latest_version()
+        if args.until_version is not None and args.until_version > latest:
+            # A version past the latest is a typo, not "up to date".
+            raise MirrorInputError(
+                f"--until-version {args.until_version} is past the latest Delta version {latest}",
+                table=args.delta_table,
             )
-            return _fail(args, EXIT_BAD_INPUT, reason, mirrored, None)
+    except MirrorInputError as err:
+        return _fail(args, EXIT_BAD_INPUT, err.one_line(), mirrored, None)
+    except (OSError, ValueError) as err:
+        return _fail(args, EXIT_BAD_INPUT, f"table {args.delta_table}: {err}", mirrored, None)
+    target = latest if args.until_version is None else args.until_version
+    try:
+        up_to_date = _up_to_date(settings, delta, args.table, args.format_version, latest, target)
+    except MirrorInputError as err:
+        return _fail(args, EXIT_BAD_INPUT, err.one_line(), mirrored, None)
+    except Exception:  # pyiceberg could not answer: Iceberg Java, the sync's own reader, will
+        if settings.debug:
+            traceback.print_exc()
+        up_to_date = None
+    if up_to_date is not None:
+        return _report(args, up_to_date)
     try:
         # Imported here so that `--help` and argument errors answer without starting a JVM.
         from dv_assets.mirror.spark import get_or_create_spark
         from dv_assets.mirror.sync import sync_table
 
         if not settings.debug:
-            spark_log = _child_stderr_to_log()
+            spark_log = child_stderr_to_log()
         spark = get_or_create_spark(settings)
 
         def progress(result) -> None:
@@ -186,6 +194,36 @@ def main(argv: list[str] | None = None) -> int:
     if spark_log is not None:
         # Kept only when it may explain a failure (its path is then in the error line).
         Path(spark_log).unlink(missing_ok=True)
+    return _report(args, result)
+
+
+def _up_to_date(
+    settings: MirrorSettings,
+    delta: DeltaTable,
+    table_name: str,
+    format_version: int | None,
+    latest: int,
+    target: int,
+) -> SyncResult | None:
+    """The run's result when the mirror already shows `target`, answered without a JVM (pyiceberg and the
+    Delta log, through the checks the sync itself makes: the same refusals); None when Spark is needed:
+    a version to mirror, no mirror yet, or a catalog pyiceberg cannot read."""
+    try:
+        settings.catalog.pyiceberg_properties()
+    except ValueError:
+        return None
+    # Its sqlite catalog logs a warning on a catalog Iceberg Java created: stderr holds one line.
+    logging.getLogger("pyiceberg").setLevel(logging.ERROR)
+    table = read_mirror_table(settings.catalog, table_name)
+    if table is None:
+        return None
+    last_mirrored, start = mirror_position(delta, table, format_version, latest, target)
+    if start <= target:
+        return None
+    return SyncResult(delta.table_root, table_name, table.format_version, last_mirrored, latest)
+
+
+def _report(args: argparse.Namespace, result: SyncResult) -> int:
     if args.json:
         print(json.dumps({"ok": True, **result.to_json()}, indent=2))
     elif not result.versions:

@@ -3,8 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import os
+import socket
+import sys
+import tempfile
 
-from dv_assets.mirror.settings import MirrorSettings, parse_property
+from dv_assets.mirror.errors import MirrorInputError
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings, parse_property
 
 S3_SCHEMES = ("s3://", "s3a://", "s3n://")
 
@@ -41,3 +46,41 @@ def internal_error_line(err: Exception, spark_log: str | None) -> str:
     """An unexpected error as one line, naming Spark's log when there is one."""
     line = f"internal error: {type(err).__name__}: {str(err).splitlines()[0][:500]}"
     return line if spark_log is None else f"{line} (Spark's log: {spark_log})"
+
+
+# Long enough for a catalog across a slow network, short enough that a typo answers before a JVM would.
+CATALOG_CONNECT_TIMEOUT_S = 10.0
+
+
+def check_catalog_reachable(catalog: CatalogConfig, timeout: float = CATALOG_CONNECT_TIMEOUT_S) -> None:
+    """A catalog server that does not accept a connection is bad input (MirrorInputError naming the
+    catalog and its property), answered in at most `timeout` seconds instead of by a JVM's retries."""
+    endpoint = catalog.endpoint
+    if endpoint is None:
+        return
+    prop, host, port = endpoint
+    try:
+        with socket.create_connection((host, port), timeout=timeout):
+            pass
+    except OSError as err:
+        reason = "no answer" if isinstance(err, TimeoutError) else (err.strerror or type(err).__name__)
+        raise MirrorInputError(
+            f"the catalog cannot be reached: {catalog.describe()}: property {prop} names {host}:{port}: "
+            f"{reason}"
+        ) from None
+
+
+def child_stderr_to_log() -> str:
+    """Send what the Spark JVM (a child process, inheriting fd 2) prints to a log file; its path.
+
+    The JVM and Spark's default log4j profile write a few lines to stderr; the contract is one line on
+    stderr for bad input. Python's own `sys.stderr` keeps the original stream. The caller removes the file
+    after a success and names it in the message of a failure.
+    """
+    log = tempfile.NamedTemporaryFile(prefix="dvmirror-spark-", suffix=".log", delete=False)  # noqa: SIM115
+    sys.stderr.flush()
+    original = os.dup(2)
+    os.dup2(log.fileno(), 2)
+    log.close()
+    sys.stderr = os.fdopen(original, "w", buffering=1)
+    return log.name

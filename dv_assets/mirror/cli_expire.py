@@ -17,10 +17,17 @@ import logging
 import re
 import sys
 import traceback
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dv_assets.mirror.cli_args import add_catalog_arguments, internal_error_line, settings_from
-from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR
+from dv_assets.mirror.cli_args import (
+    add_catalog_arguments,
+    check_catalog_reachable,
+    child_stderr_to_log,
+    internal_error_line,
+    settings_from,
+)
+from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorInputError
 from dv_assets.mirror.settings import MirrorSettings
 
 if TYPE_CHECKING:  # the maintenance module imports pyspark: not for `dvmirror --help`
@@ -123,8 +130,8 @@ def _pyiceberg_reads(settings: MirrorSettings) -> bool:
 
 
 def run_expire(args: argparse.Namespace) -> int:
-    # The failure reporting and the Spark log redirection are the sync's own (cli.py imports this module).
-    from dv_assets.mirror.cli import _child_stderr_to_log, _fail
+    # The failure reporting is the sync's own (cli.py imports this module).
+    from dv_assets.mirror.cli import _fail
     from dv_assets.mirror.iceberg.maintenance import Retention
 
     if "." not in args.table:
@@ -139,8 +146,11 @@ def run_expire(args: argparse.Namespace) -> int:
             max_snapshot_age_hours=None if args.older_than is None else duration_hours(args.older_than),
         )
         settings = settings_from(args)
+        check_catalog_reachable(settings.catalog)
     except ValueError as err:
         return _fail(args, EXIT_BAD_INPUT, str(err).splitlines()[0], [], None)
+    except MirrorInputError as err:
+        return _fail(args, EXIT_BAD_INPUT, err.one_line(), [], None)
     spark_log: str | None = None
     try:
         from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
@@ -159,7 +169,7 @@ def run_expire(args: argparse.Namespace) -> int:
         from dv_assets.mirror.spark import get_or_create_spark
 
         if not settings.debug:
-            spark_log = _child_stderr_to_log()
+            spark_log = child_stderr_to_log()
         iceberg = IcebergJava(get_or_create_spark(settings))
         if before is None:
             before = iceberg.load(args.table)
@@ -171,9 +181,12 @@ def run_expire(args: argparse.Namespace) -> int:
         if settings.debug:
             traceback.print_exc()
         return _fail(args, EXIT_INTERNAL_ERROR, internal_error_line(err, spark_log), [], spark_log)
+    if spark_log is not None:
+        # Kept only when it may explain a failure (its path is then in the error line).
+        Path(spark_log).unlink(missing_ok=True)
     values = expire_report(report, before)
     if args.json:
-        print(json.dumps({"ok": True, **values, "spark_log": spark_log}, indent=2))
+        print(json.dumps({"ok": True, **values}, indent=2))
     else:
         print(_text(values))
     sys.stdout.flush()

@@ -17,7 +17,12 @@ import traceback
 from dataclasses import asdict
 from typing import Any
 
-from dv_assets.mirror.cli_args import add_catalog_arguments, internal_error_line, settings_from
+from dv_assets.mirror.cli_args import (
+    add_catalog_arguments,
+    check_catalog_reachable,
+    internal_error_line,
+    settings_from,
+)
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorInputError
@@ -63,6 +68,7 @@ def run_status(args: argparse.Namespace) -> int:
         except ValueError as err:
             raise MirrorInputError(str(err)) from None
         debug = settings.debug
+        check_catalog_reachable(settings.catalog)
         statuses = [table_status(settings.catalog, name, args.delta) for name in args.tables]
     except MirrorInputError as err:
         return _fail(args, EXIT_BAD_INPUT, err.one_line())

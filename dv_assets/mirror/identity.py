@@ -1,6 +1,7 @@
 """The mirror's identity: is this Iceberg table dv-mirror's mirror of this Delta table, and where does the
 Delta log continue it. Each check refuses (MirrorInputError) rather than write to a table it cannot be
-sure of; only `first_version_to_mirror` reads storage (the Delta log, through `DeltaTable`).
+sure of; only `first_version_to_mirror` (and `mirror_position`, which calls it) reads storage (the Delta
+log, through `DeltaTable`).
 """
 
 from __future__ import annotations
@@ -48,6 +49,18 @@ def check_mirrors(table: MirrorTable, delta_root: str, format_version: int | Non
             f"the Iceberg table is format version {table.format_version}, not {format_version}",
             table=delta_root,
         )
+
+
+def mirror_position(
+    delta: DeltaTable, table: MirrorTable, format_version: int | None, latest: int, target: int
+) -> tuple[int | None, int]:
+    """An existing mirror's last mirrored Delta version (None: none yet) and the next version to mirror,
+    once it is known to be this Delta table's mirror, in `format_version` (None: any), continued by the log.
+    The one answer of "is there anything to do", whichever adapter (Iceberg Java, pyiceberg) read `table`."""
+    check_mirrors(table, delta.table_root, format_version)
+    base = table.mirrored_base
+    start = first_version_to_mirror(delta, table, base, latest, target)
+    return (None if base is None else base.delta_version), start
 
 
 def first_version_to_mirror(

@@ -76,6 +76,7 @@ _JAVA_IMPLS = {
     "glue": "org.apache.iceberg.aws.glue.GlueCatalog",
     "hadoop": "org.apache.iceberg.hadoop.HadoopCatalog",
     "nessie": "org.apache.iceberg.nessie.NessieCatalog",
+    "bigquery": "org.apache.iceberg.gcp.bigquery.BigQueryMetastoreCatalog",
 }
 _PYICEBERG_TYPES = {"jdbc": "sql", "rest": "rest", "hive": "hive", "glue": "glue"}
 # Properties that only Iceberg Java understands (pyiceberg would misread or ignore them).
@@ -112,6 +113,12 @@ class CatalogConfig:
             raise ValueError(
                 "catalog properties need `type` (jdbc, rest, hive, glue, …) or `catalog-impl`, got "
                 f"{sorted(props)}"
+            )
+        if "type" in props and props["type"].lower() not in _JAVA_IMPLS:
+            # Iceberg Java would refuse it too, but only once a JVM is up (CatalogUtil.buildIcebergCatalog).
+            raise ValueError(
+                f"catalog property type={props['type']}: Iceberg knows the types {', '.join(_JAVA_IMPLS)}; "
+                "any other catalog is named by its class with catalog-impl=…"
             )
         if props.get("warehouse"):
             props["warehouse"] = normalize_warehouse(props["warehouse"])
@@ -229,6 +236,27 @@ class CatalogConfig:
         return warehouse.startswith(("s3://", "s3a://", "s3n://")) or any(
             k.startswith("s3.") for k in self.properties
         )
+
+    @property
+    def endpoint(self) -> tuple[str, str, int] | None:
+        """The server a catalog talks to, as (property, host, port): the `uri` of a REST, Hive or JDBC
+        (non-sqlite) catalog. None when there is none to name (embedded sqlite, cloud services, a file
+        system warehouse, a custom implementation)."""
+        uri = self.properties.get("uri", "")
+        kind = self.kind
+        if kind == "jdbc" and uri.startswith("jdbc:") and not uri.startswith("jdbc:sqlite:"):
+            uri = uri[len("jdbc:") :]
+        elif kind not in ("rest", "hive"):
+            return None
+        parts = urlsplit(uri.split(",")[0])  # a Hive metastore list: the first one
+        if not parts.hostname:
+            return None
+        default_port = {"https": 443, "http": 80, "thrift": 9083, "postgresql": 5432, "mysql": 3306}
+        try:
+            port = parts.port or default_port.get(parts.scheme)
+        except ValueError:  # a port that is not a number: the catalog itself will say so
+            return None
+        return None if port is None else ("uri", parts.hostname, port)
 
     def storage_properties(self) -> dict[str, str]:
         """The object-storage keys (`s3.*`, `client.*`) shared with the mirror's own FileIO and S3A."""

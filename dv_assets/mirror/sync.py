@@ -39,12 +39,7 @@ from dv_assets.mirror.iceberg.mirror_table import (
     CommitOutcome,
     CommitRequest,
 )
-from dv_assets.mirror.identity import (
-    check_apart,
-    check_mirrors,
-    check_same_delta_table,
-    first_version_to_mirror,
-)
+from dv_assets.mirror.identity import check_apart, check_same_delta_table, mirror_position
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.plan import MirrorState, VersionPlan, files_to_count, plan_version
 from dv_assets.mirror.settings import DEFAULT_EXECUTOR_DVS
@@ -204,9 +199,7 @@ def _starting_point(
         state = MirrorState.new(delta_root, iceberg.default_location(table_name), fmt)
         check_apart(state.location, delta_root, table_name)
         return state, None, start
-    check_mirrors(table, delta_root, format_version)
-    base = table.mirrored_base
-    start = first_version_to_mirror(delta, table, base, latest, target)
+    last_mirrored, start = mirror_position(delta, table, format_version, latest, target)
     # The current delete files are read only when there is a version to mirror, and so are the data files
     # an older mirror recorded as bare paths, unless the table says it has none and its current snapshot
     # was committed by code that knows (older code run again after the mark leaves the summary key out).
@@ -221,7 +214,7 @@ def _starting_point(
         ):
             recorded_paths = iceberg.data_files_not_named_by_uri(table_name, table.current_snapshot_id)
     state = MirrorState.of(table, delta_root, deletes, recorded_paths)
-    return state, None if base is None else base.delta_version, start
+    return state, last_mirrored, start
 
 
 def _row_counts(change: VersionChange, fmt: int, paths: PathPolicy, io: FileIO) -> dict[str, int]:
