@@ -22,7 +22,7 @@ endif
 COPY_JARS = if [ "$(abspath $(JARS_DIR))" != "$(abspath $(MAVEN_JARS))" ]; then \
 	mkdir -p "$(JARS_DIR)/$(1)" && rm -f "$(JARS_DIR)/$(1)"/*.jar && cp $(MAVEN_JARS)/$(1)/*.jar "$(JARS_DIR)/$(1)/"; fi
 
-.PHONY: setup jars jars-s3 lock lock-upgrade demo test test-unit test-long test-faults test-integration bench \
+.PHONY: setup jars jars-s3 lock lock-upgrade demo test test-cli test-unit test-long test-faults test-integration bench \
 	lint check-defs ci-checks ui ui-test clean
 
 setup: $(INSTALLED) $(JARS)
@@ -70,12 +70,18 @@ demo: setup
 	$(BIN)/python -m dv_assets.demo
 
 test: setup lint
-	$(BIN)/pytest -m "not slow and not faults and not integration"
+	$(BIN)/pytest -m "not slow and not faults and not integration and not cli"
+
+# Each subcommand of `dvmirror` through the installed console script (tests/test_cli_*.py): exit codes, text
+# and --json, a follow mode under Delta commits and SIGTERM. Most start a JVM of their own, so they have a
+# target of their own, keeping `make test` under 20 minutes; .ci/run runs both.
+test-cli: setup
+	$(BIN)/pytest -m cli
 
 # The tests that start no JVM (no Spark session, no dvmirror process) and no system of their own (fresh
 # install, standalone cluster, browser): no jars or Java needed, a minute or so.
 test-unit: $(INSTALLED)
-	$(BIN)/pytest -m "not spark and not system and not slow and not faults and not integration"
+	$(BIN)/pytest -m "not spark and not system and not slow and not faults and not integration and not cli"
 
 # Real servers started by the tests (tests/integration): Iceberg's REST catalog, PostgreSQL (Debian's
 # package, installed here when missing) as a JDBC catalog, and moto's S3 server on loopback.
