@@ -28,8 +28,8 @@ _EXPORTS = {
     "FileIO": "dv_assets.mirror.io",
     # the sync
     "sync_table": "dv_assets.mirror.sync",
-    "SyncResult": "dv_assets.mirror.sync",
-    "VersionResult": "dv_assets.mirror.sync",
+    "SyncResult": "dv_assets.mirror.results",
+    "VersionResult": "dv_assets.mirror.results",
     "MirrorInputError": "dv_assets.mirror.errors",
     "MirrorConflictError": "dv_assets.mirror.errors",
     # the Delta side, read from the log alone

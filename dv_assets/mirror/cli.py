@@ -54,8 +54,8 @@ from dv_assets.mirror.errors import (
 from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.identity import mirror_position
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.results import SyncResult
 from dv_assets.mirror.settings import MirrorSettings
-from dv_assets.mirror.sync import SyncResult
 
 
 def _parser() -> argparse.ArgumentParser:

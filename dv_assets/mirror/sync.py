@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pyspark.sql import SparkSession
@@ -42,51 +42,13 @@ from dv_assets.mirror.iceberg.mirror_table import (
 from dv_assets.mirror.identity import check_apart, check_same_delta_table, mirror_position
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.plan import MirrorState, VersionPlan, files_to_count, plan_version
+from dv_assets.mirror.results import SyncResult, VersionResult
 from dv_assets.mirror.settings import DEFAULT_EXECUTOR_DVS
 
 DEFAULT_FORMAT_VERSION = 3
 # A v2 mirror writes one row per deleted position: a DV claiming more than this many is checked against
 # the data file's own row count (its Parquet footer), not only against stats that may over-state it.
 LARGE_DV_POSITIONS = 1 << 20
-
-
-@dataclass
-class VersionResult:
-    delta_version: int
-    snapshot_id: int
-    operation: str | None
-    data_files_added: int
-    data_files_removed: int
-    dvs_written: int
-    deletes_replaced: int
-    rows_deleted_by_new_dvs: int
-    delete_files: list[str]
-    bytes_written: int
-    seconds: float
-    dvs_converted_on: str = "none"  # "driver", "spark (N tasks on executor(s) …)" or "none"
-    dv_seconds: float = 0.0  # of `seconds`: reading, verifying and writing the version's delete files
-    commit_seconds: float = 0.0  # of `seconds`: the Iceberg transaction
-
-
-@dataclass
-class SyncResult:
-    delta_table: str
-    iceberg_table: str
-    format_version: int
-    previously_mirrored: int | None
-    latest_delta_version: int
-    versions: list[VersionResult] = field(default_factory=list)
-
-    @property
-    def mirrored_versions(self) -> list[int]:
-        return [v.delta_version for v in self.versions]
-
-    def to_json(self) -> dict:
-        out = asdict(self)
-        out["mirrored_versions"] = self.mirrored_versions
-        out["dvs_written"] = sum(v.dvs_written for v in self.versions)
-        out["bytes_written"] = sum(v.bytes_written for v in self.versions)
-        return out
 
 
 def sync_table(

@@ -28,8 +28,9 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from dv_assets.mirror import read_mirror_table
+from dv_assets.mirror.results import SyncResult
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
-from dv_assets.mirror.sync import SyncResult, sync_table
+from dv_assets.mirror.sync import sync_table
 from tests.helpers.readers import (
     duckdb_column_types,
     duckdb_rows,

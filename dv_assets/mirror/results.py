@@ -1,0 +1,45 @@
+"""What a sync reports: per version mirrored, and per run. Plain values (no Spark in this module), so that
+the answers given without a JVM (`dvmirror sync` when up to date) have the same shape as a sync's."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+
+@dataclass
+class VersionResult:
+    delta_version: int
+    snapshot_id: int
+    operation: str | None
+    data_files_added: int
+    data_files_removed: int
+    dvs_written: int
+    deletes_replaced: int
+    rows_deleted_by_new_dvs: int
+    delete_files: list[str]
+    bytes_written: int
+    seconds: float
+    dvs_converted_on: str = "none"  # "driver", "spark (N tasks on executor(s) …)" or "none"
+    dv_seconds: float = 0.0  # of `seconds`: reading, verifying and writing the version's delete files
+    commit_seconds: float = 0.0  # of `seconds`: the Iceberg transaction
+
+
+@dataclass
+class SyncResult:
+    delta_table: str
+    iceberg_table: str
+    format_version: int
+    previously_mirrored: int | None
+    latest_delta_version: int
+    versions: list[VersionResult] = field(default_factory=list)
+
+    @property
+    def mirrored_versions(self) -> list[int]:
+        return [v.delta_version for v in self.versions]
+
+    def to_json(self) -> dict:
+        out = asdict(self)
+        out["mirrored_versions"] = self.mirrored_versions
+        out["dvs_written"] = sum(v.dvs_written for v in self.versions)
+        out["bytes_written"] = sum(v.bytes_written for v in self.versions)
+        return out
