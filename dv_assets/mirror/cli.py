@@ -3,6 +3,7 @@
     dvmirror sync DELTA_TABLE_PATH --table NAMESPACE.NAME [--catalog-uri sqlite:///PATH/catalog.db]
         [--catalog-property KEY=VALUE ...] [--config FILE] [--warehouse PATH|URI]
         [--format-version 3|2] [--until-version N] [--allow-root PATH ...] [--json]
+        [--follow [--interval SECONDS]]      (--follow: mirror each new version as it appears, until SIGTERM)
     dvmirror status NAMESPACE.NAME ... [--delta PATH] [catalog flags] [--json]        (no JVM)
     dvmirror expire NAMESPACE.NAME --retain-last N [--older-than DURATION] [--dry-run] [catalog flags]
         [--json]
@@ -36,6 +37,7 @@ from pathlib import Path
 
 from dv_assets.mirror.cli_args import add_catalog_arguments, internal_error_line, settings_from
 from dv_assets.mirror.cli_expire import add_expire_parser
+from dv_assets.mirror.cli_follow import positive_seconds, run_follow, version_line
 from dv_assets.mirror.cli_status import add_status_command
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import (
@@ -83,6 +85,19 @@ def _parser() -> argparse.ArgumentParser:
         "repeatable. Anything else outside the table root is refused",
     )
     sync.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    sync.add_argument(
+        "--follow",
+        action="store_true",
+        help="after the catch-up, keep mirroring each new Delta version as it appears, in one Spark "
+        "session, until SIGTERM/Ctrl-C (then exit 0, between versions); --json: JSON Lines",
+    )
+    sync.add_argument(
+        "--interval",
+        type=positive_seconds,
+        default=5.0,
+        metavar="SECONDS",
+        help="with --follow: how often to look for a new Delta commit (default 5)",
+    )
     add_expire_parser(commands)
     return parser
 
@@ -132,6 +147,11 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_from(args, args.delta_table)
     except ValueError as err:
         return _fail(args, EXIT_BAD_INPUT, str(err), mirrored, None)
+    if args.follow:
+        if args.until_version is not None:
+            reason = "--follow mirrors every new version: it cannot be combined with --until-version"
+            return _fail(args, EXIT_BAD_INPUT, reason, mirrored, None)
+        return run_follow(args, settings, None if settings.debug else _child_stderr_to_log())
     if args.until_version is not None:
         # Answered from the log before a JVM starts: a version past the latest is a typo, not "up to date".
         try:
@@ -157,13 +177,7 @@ def main(argv: list[str] | None = None) -> int:
         def progress(result) -> None:
             mirrored.append(result.delta_version)
             if not args.json:
-                print(
-                    f"mirrored Delta version {result.delta_version} ({result.operation or 'unknown'}) as "
-                    f"snapshot {result.snapshot_id}: +{result.data_files_added}/-{result.data_files_removed} "
-                    f"data files, {result.dvs_written} DVs ({result.dvs_converted_on}), "
-                    f"{result.bytes_written} bytes in {result.seconds:.2f} s",
-                    flush=True,
-                )
+                print(version_line(result), flush=True)
 
         result = sync_table(
             spark,

@@ -71,6 +71,7 @@ class VersionResult:
     dvs_converted_on: str = "none"  # "driver", "spark (N tasks on executor(s) …)" or "none"
     dv_seconds: float = 0.0  # of `seconds`: reading, verifying and writing the version's delete files
     commit_seconds: float = 0.0  # of `seconds`: the Iceberg transaction
+    delta_commit_ms: int | None = None  # when Delta committed the version (CommitInfo.commit_ms)
 
 
 @dataclass
@@ -106,13 +107,15 @@ def sync_table(
     executor_threshold: int | None = DEFAULT_EXECUTOR_DVS,
     iceberg: IcebergJava | None = None,
     io: FileIO | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> SyncResult:
     """Mirror Delta versions (last mirrored, min(until_version, latest)] into Iceberg `table_name`.
 
     Files the log names must be inside the Delta table's root or one of `allowed_roots`. A version with
     at least `executor_threshold` DVs converts them in Spark tasks (None: always on the driver).
     `iceberg` and `io` are the seams to Iceberg Java and to storage (defaults: the session's catalog
-    and a `FileIO` with its storage properties); tests pass their own to inject faults.
+    and a `FileIO` with its storage properties); tests pass their own to inject faults. `stop` is asked
+    before each version: when it answers True the run ends there, between versions (`follow.py`).
     """
     iceberg = iceberg or IcebergJava(spark)
     io = io or FileIO(iceberg.storage_properties())
@@ -127,6 +130,8 @@ def sync_table(
         return result
 
     for change in delta.changes(start, target):
+        if stop is not None and stop():
+            break
         began = time.monotonic()
         check_same_delta_table(change, state.delta_table_id, delta_root)
         with _cleaned_up_on_failure(io, state, change.version) as attempt:
@@ -183,6 +188,7 @@ def _version_result(
         dvs_converted_on=converted_on,
         dv_seconds=round(dv_seconds, 6),
         commit_seconds=round(commit_seconds, 6),
+        delta_commit_ms=plan.change.commit_info.commit_ms,
     )
 
 
