@@ -24,6 +24,7 @@ from tests.helpers.delta_histories import (
     iceberg_versions,
     latest_version,
 )
+from tests.helpers.delta_log import SyntheticTable
 from tests.helpers.paths import DELTA_FIXTURES
 from tests.helpers.processes import dvmirror_env, no_java_env, one_error_line, run_dvmirror, spawn_dvmirror
 from tests.helpers.readers import pyiceberg_rows, pyiceberg_state, snapshots_by_delta_version
@@ -170,10 +171,7 @@ def test_follow_mirrors_while_delta_commits_stops_on_sigterm_and_restarts(spark,
 
     # A refusal while following: the folder now holds another Delta table (fewer versions, another id).
     replacement = tmp_path / "replacement"
-    with fast_spark(spark):
-        spark.sql(
-            f"CREATE TABLE {delta_ref(replacement)} USING delta AS SELECT CAST(1 AS BIGINT) AS id, 'x' AS p"
-        )
+    SyntheticTable(replacement, rows_per_file=10).create(1)
     shutil.move(delta, tmp_path / "events-before")
     shutil.move(replacement, delta)
     assert second.process.wait(timeout=120) == EXIT_BAD_INPUT, second.report()

@@ -36,7 +36,7 @@ from dv_assets.mirror.delta.log import LOG_DIR
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.errors import MirrorConflictError
 from dv_assets.mirror.iceberg.java import IcebergJava
-from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.io import FileIO, NotARegularFileError
 from dv_assets.mirror.settings import DEFAULT_EXECUTOR_DVS
 from dv_assets.mirror.sync import VersionResult, sync_table
 
@@ -54,6 +54,7 @@ _DEFINITE_OS_ERRORS = (
     IsADirectoryError,
     NotADirectoryError,
     FileExistsError,
+    NotARegularFileError,
 )
 # Java exceptions (anywhere in the cause chain) that mean the catalog or storage could not be reached or
 # did not answer in time: network failures, an unavailable REST service, a JDBC connection that failed or
