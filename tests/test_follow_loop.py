@@ -196,3 +196,4 @@ def test_which_errors_are_transient(tmp_path) -> None:
     assert is_transient(offline.value)
     assert is_transient(ConnectionResetError()) and is_transient(TimeoutError())
     assert not is_transient(PermissionError()) and not is_transient(ValueError("bug"))
+    assert not is_transient(BrokenPipeError())  # stdout's reader gone

@@ -48,7 +48,10 @@ MAX_BACKOFF_SECONDS = 60.0
 MAX_CONFLICTS_IN_A_ROW = 2
 
 # OSErrors that are a definite answer of the storage, not a failure to get one: retrying changes nothing.
+# A broken pipe is the reader of our own output gone (pyarrow reports a storage connection lost as a
+# plain OSError, never as BrokenPipeError).
 _DEFINITE_OS_ERRORS = (
+    BrokenPipeError,
     FileNotFoundError,
     PermissionError,
     IsADirectoryError,
