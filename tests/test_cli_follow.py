@@ -206,4 +206,6 @@ def test_follow_refuses_until_version_and_a_non_positive_interval_without_a_jvm(
         )
         assert bad.returncode == EXIT_BAD_INPUT, bad.stderr
         assert "--interval" in bad.stderr and "Traceback" not in bad.stderr
+    alone = run_dvmirror("sync", delta, "--table", "ns.t", "--interval", "1", cwd=tmp_path, env=no_java_env())
+    assert alone.returncode == EXIT_BAD_INPUT and "--follow" in one_error_line(alone)
     assert not (tmp_path / ".dvmirror").exists()  # nothing created

@@ -37,7 +37,7 @@ from pathlib import Path
 
 from dv_assets.mirror.cli_args import add_catalog_arguments, internal_error_line, settings_from
 from dv_assets.mirror.cli_expire import add_expire_parser
-from dv_assets.mirror.cli_follow import positive_seconds, run_follow, version_line
+from dv_assets.mirror.cli_follow import DEFAULT_INTERVAL_SECONDS, positive_seconds, run_follow, version_line
 from dv_assets.mirror.cli_status import add_status_command
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import (
@@ -94,9 +94,9 @@ def _parser() -> argparse.ArgumentParser:
     sync.add_argument(
         "--interval",
         type=positive_seconds,
-        default=5.0,
         metavar="SECONDS",
-        help="with --follow: how often to look for a new Delta commit (default 5)",
+        help="with --follow: how often to look for a new Delta commit "
+        f"(default {DEFAULT_INTERVAL_SECONDS:g})",
     )
     add_expire_parser(commands)
     return parser
@@ -147,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_from(args, args.delta_table)
     except ValueError as err:
         return _fail(args, EXIT_BAD_INPUT, str(err), mirrored, None)
+    if args.interval is not None and not args.follow:
+        return _fail(args, EXIT_BAD_INPUT, "--interval applies to --follow only", mirrored, None)
     if args.follow:
         if args.until_version is not None:
             reason = "--follow mirrors every new version: it cannot be combined with --until-version"

@@ -31,6 +31,8 @@ from dv_assets.mirror.settings import MirrorSettings
 if TYPE_CHECKING:  # sync.py imports pyspark: not for `--help`
     from dv_assets.mirror.sync import VersionResult
 
+DEFAULT_INTERVAL_SECONDS = 5.0
+
 
 def version_line(result: VersionResult) -> str:
     """The line `dvmirror sync` prints for a mirrored version."""
@@ -54,6 +56,7 @@ def run_follow(args: argparse.Namespace, settings: MirrorSettings, spark_log: st
     """Follow `args.delta_table` into `args.table` until SIGTERM/SIGINT (0), a refusal (2), an internal
     error (3) or lost races in a row (4). `spark_log`: where the JVM's stderr goes (None: debug)."""
     mirrored: list[int] = []
+    interval = args.interval or DEFAULT_INTERVAL_SECONDS
 
     def fail(code: int, line: str) -> int:
         print(f"dvmirror: {line}", file=sys.stderr, flush=True)
@@ -63,12 +66,12 @@ def run_follow(args: argparse.Namespace, settings: MirrorSettings, spark_log: st
         return code
 
     def following(version: int | None) -> None:
-        where = f"{args.delta_table} into {args.table} every {args.interval} s"
+        where = f"{args.delta_table} into {args.table} every {interval} s"
         event = {"event": "following", "delta_table": args.delta_table, "iceberg_table": args.table}
         _emit(
             args,
             f"following {where} (mirrored up to version {version})",
-            {**event, "interval_seconds": args.interval, "mirrored_version": version},
+            {**event, "interval_seconds": interval, "mirrored_version": version},
         )
 
     def committed(result: VersionResult, lag: float | None) -> None:
@@ -95,7 +98,7 @@ def run_follow(args: argparse.Namespace, settings: MirrorSettings, spark_log: st
                 spark,
                 args.delta_table,
                 args.table,
-                interval=args.interval,
+                interval=interval,
                 stop=stop,
                 format_version=args.format_version,
                 allowed_roots=args.allow_root,
