@@ -237,8 +237,10 @@ def follow_table(
                     io=io,
                     stop=stop.is_set,
                 )
-                if stop.is_set():
-                    break  # maybe between two versions of the pass: what it committed is reported
+                if stop.is_set():  # maybe between two versions of the pass: the mirror is where it ended
+                    if not synced.versions:
+                        result.mirrored_version = synced.previously_mirrored
+                    break
                 # Not stopped: the pass went up to the latest version its listing showed.
                 result.mirrored_version = synced.latest_delta_version
                 last_commit = watch.last_commit(result.mirrored_version)
