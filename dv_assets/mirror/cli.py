@@ -3,6 +3,7 @@
     dvmirror sync DELTA_TABLE_PATH --table NAMESPACE.NAME [--catalog-uri sqlite:///PATH/catalog.db]
         [--catalog-property KEY=VALUE ...] [--config FILE] [--warehouse PATH|URI]
         [--format-version 3|2] [--until-version N] [--allow-root PATH ...] [--json]
+        [--follow [--interval SECONDS]]      (--follow: mirror each new version as it appears, until SIGTERM)
     dvmirror status NAMESPACE.NAME ... [--delta PATH] [catalog flags] [--json]        (no JVM)
     dvmirror expire NAMESPACE.NAME --retain-last N [--older-than DURATION] [--dry-run] [catalog flags]
         [--json]
@@ -41,6 +42,7 @@ from dv_assets.mirror.cli_args import (
     settings_from,
 )
 from dv_assets.mirror.cli_expire import add_expire_parser
+from dv_assets.mirror.cli_follow import DEFAULT_INTERVAL_SECONDS, positive_seconds, run_follow, version_line
 from dv_assets.mirror.cli_status import add_status_command
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable
@@ -93,6 +95,19 @@ def _parser() -> argparse.ArgumentParser:
         "repeatable. Anything else outside the table root is refused",
     )
     sync.add_argument("--json", action="store_true", help="print a machine-readable summary")
+    sync.add_argument(
+        "--follow",
+        action="store_true",
+        help="after the catch-up, keep mirroring each new Delta version as it appears, in one Spark "
+        "session, until SIGTERM/Ctrl-C (then exit 0, between versions); --json: JSON Lines",
+    )
+    sync.add_argument(
+        "--interval",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help="with --follow: how often to look for a new Delta commit "
+        f"(default {DEFAULT_INTERVAL_SECONDS:g})",
+    )
     add_expire_parser(commands)
     return parser
 
@@ -127,8 +142,18 @@ def main(argv: list[str] | None = None) -> int:
         settings = settings_from(args, args.delta_table)
     except ValueError as err:
         return _fail(args, EXIT_BAD_INPUT, str(err), mirrored, None)
+    if args.interval is not None and not args.follow:
+        return _fail(args, EXIT_BAD_INPUT, "--interval applies to --follow only", mirrored, None)
+    if args.follow and args.until_version is not None:
+        reason = "--follow mirrors every new version: it cannot be combined with --until-version"
+        return _fail(args, EXIT_BAD_INPUT, reason, mirrored, None)
     try:
         check_catalog_reachable(settings.catalog)
+    except MirrorInputError as err:
+        return _fail(args, EXIT_BAD_INPUT, err.one_line(), mirrored, None)
+    if args.follow:
+        return run_follow(args, settings, None if settings.debug else child_stderr_to_log())
+    try:
         io = FileIO(settings.catalog.storage_properties())
         delta = DeltaTable(table_root_of(args.delta_table), io=io)
         latest = delta.latest_version()
@@ -165,13 +190,7 @@ def main(argv: list[str] | None = None) -> int:
         def progress(result) -> None:
             mirrored.append(result.delta_version)
             if not args.json:
-                print(
-                    f"mirrored Delta version {result.delta_version} ({result.operation or 'unknown'}) as "
-                    f"snapshot {result.snapshot_id}: +{result.data_files_added}/-{result.data_files_removed} "
-                    f"data files, {result.dvs_written} DVs ({result.dvs_converted_on}), "
-                    f"{result.bytes_written} bytes in {result.seconds:.2f} s",
-                    flush=True,
-                )
+                print(version_line(result), flush=True)
 
         result = sync_table(
             spark,

@@ -65,6 +65,10 @@ def s3_filesystem(properties: Mapping[str, str]) -> pafs.S3FileSystem:
     return pafs.S3FileSystem(**options)
 
 
+class NotARegularFileError(OSError):
+    """The location is a folder, a FIFO or a device: a definite answer of the storage, not a failure."""
+
+
 class FileIO:
     """Storage access by location. Holds only its properties (so it pickles into Spark tasks); one
     instance may be shared by threads."""
@@ -107,7 +111,7 @@ class FileIO:
         if kind == pafs.FileType.NotFound:
             raise FileNotFoundError(f"{location} does not exist")
         if kind != pafs.FileType.File:
-            raise OSError(f"{location} is not a regular file")
+            raise NotARegularFileError(f"{location} is not a regular file")
         return filesystem, path
 
     def open_input(self, location: str) -> pa.NativeFile:

@@ -22,6 +22,7 @@ class VersionResult:
     dvs_converted_on: str = "none"  # "driver", "spark (N tasks on executor(s) …)" or "none"
     dv_seconds: float = 0.0  # of `seconds`: reading, verifying and writing the version's delete files
     commit_seconds: float = 0.0  # of `seconds`: the Iceberg transaction
+    delta_commit_ms: int | None = None  # when Delta committed the version (CommitInfo.commit_ms)
 
 
 @dataclass

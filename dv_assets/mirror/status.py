@@ -40,9 +40,7 @@ def commit_time_ms(delta: DeltaTable, version: int) -> int | None:
     """When the version was committed: its in-commit timestamp, else the writer's commitInfo timestamp;
     None when the log no longer holds the commit or it has no commitInfo timestamp."""
     info = delta.commit_info(version)
-    if info is None:
-        return None
-    return info.in_commit_timestamp if info.in_commit_timestamp is not None else info.timestamp
+    return None if info is None else info.commit_ms
 
 
 def mirror_status(

@@ -63,13 +63,15 @@ def sync_table(
     executor_threshold: int | None = DEFAULT_EXECUTOR_DVS,
     iceberg: IcebergJava | None = None,
     io: FileIO | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> SyncResult:
     """Mirror Delta versions (last mirrored, min(until_version, latest)] into Iceberg `table_name`.
 
     Files the log names must be inside the Delta table's root or one of `allowed_roots`. A version with
     at least `executor_threshold` DVs converts them in Spark tasks (None: always on the driver).
     `iceberg` and `io` are the seams to Iceberg Java and to storage (defaults: the session's catalog
-    and a `FileIO` with its storage properties); tests pass their own to inject faults.
+    and a `FileIO` with its storage properties); tests pass their own to inject faults. `stop` is asked
+    before each version: when it answers True the run ends there, between versions (`follow.py`).
     """
     iceberg = iceberg or IcebergJava(spark)
     io = io or FileIO(iceberg.storage_properties())
@@ -84,6 +86,8 @@ def sync_table(
         return result
 
     for change in delta.changes(start, target):
+        if stop is not None and stop():
+            break
         began = time.monotonic()
         check_same_delta_table(change, state.delta_table_id, delta_root)
         with _cleaned_up_on_failure(io, state, change.version) as attempt:
@@ -140,6 +144,7 @@ def _version_result(
         dvs_converted_on=converted_on,
         dv_seconds=round(dv_seconds, 6),
         commit_seconds=round(commit_seconds, 6),
+        delta_commit_ms=plan.change.commit_info.commit_ms,
     )
 
 

@@ -92,10 +92,13 @@ def info(operation: str) -> dict:
 
 
 def write_commit(root: Path, version: int, actions: list[dict]) -> None:
-    """`_delta_log/<version>.json`: one action per line."""
+    """`_delta_log/<version>.json`: one action per line, visible whole or not at all (written aside, then
+    renamed, as Delta's local log store does), so that a reader polling the log never sees half of it."""
     log = root / "_delta_log"
     log.mkdir(parents=True, exist_ok=True)
-    (log / f"{version:020d}.json").write_text("".join(json.dumps(a) + "\n" for a in actions))
+    temporary = log / f".{version:020d}.json.{uuid.uuid4()}.tmp"
+    temporary.write_text("".join(json.dumps(a) + "\n" for a in actions))
+    temporary.replace(log / f"{version:020d}.json")
 
 
 def write_log(root: Path, commits: list[list[dict]], first: int = 0) -> Path:

@@ -14,7 +14,7 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from pyspark.sql import SparkSession
 
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.mirror_table import CommitOutcome, CommitRequest
-from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.io import FileInfo, FileIO
 from dv_assets.mirror.settings import MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
@@ -143,6 +143,19 @@ class RaceAt(IcebergJava):
         return super().commit(table_name, request)
 
 
+class RaceEveryCommit(IcebergJava):
+    """Before each commit of this sync, another sync commits that very version first: a race it loses
+    every time."""
+
+    def __init__(self, spark: SparkSession, root: Path) -> None:
+        super().__init__(spark)
+        self.root = root
+
+    def commit(self, table_name: str, request: CommitRequest) -> CommitOutcome:
+        sync_table(self._spark, self.root, table_name, until_version=request.delta_version)
+        return super().commit(table_name, request)
+
+
 class InterruptAfterCommit(IcebergJava):
     """The commit lands, then the process is interrupted (Ctrl-C, a Dagster run terminated)."""
 
@@ -187,6 +200,22 @@ class FailAfterWrites(FileIO):
     def parquet_writer(self, location: str, schema: pa.Schema, **options: Any) -> pq.ParquetWriter:
         self._count()
         return super().parquet_writer(location, schema, **options)
+
+
+class UnreachableStatsStorage(FileIO):
+    """Storage whose stat calls fail `failures` times, once armed, as an unreachable object store's do
+    (pyarrow raises a plain OSError for S3 network errors), then work again."""
+
+    def __init__(self, failures: int) -> None:
+        super().__init__()
+        self.failures = failures
+        self.armed = False
+
+    def stat_many(self, locations: Sequence[str]) -> list[FileInfo]:
+        if self.armed and self.failures > 0:
+            self.failures -= 1
+            raise OSError("injected: AWS Error NETWORK_CONNECTION during HeadObject operation")
+        return super().stat_many(locations)
 
 
 # --- a crash in a process of its own ---------------------------------------------------------------------

@@ -72,6 +72,21 @@ def run_dvmirror(
     return run([DVMIRROR, *args], cwd=cwd, env=env, timeout=timeout)
 
 
+def spawn_dvmirror(
+    *args: str, cwd: Path | str, stdout: Path, stderr: Path, env: dict[str, str] | None = None
+) -> subprocess.Popen:
+    """The `dvmirror` CLI started as `run_dvmirror` runs it, but in the background (a long-running
+    `sync --follow`): its stdout and stderr go to files, which can be read while it runs."""
+    with stdout.open("w") as out, stderr.open("w") as err:
+        return subprocess.Popen(
+            [str(DVMIRROR), *args],
+            cwd=cwd,
+            env=dvmirror_env() if env is None else env,
+            stdout=out,
+            stderr=err,
+        )
+
+
 def no_java_env() -> dict[str, str]:
     """`dvmirror_env()` in which no JVM can start: no JAVA_HOME or SPARK_HOME, and a PATH of the
     virtual environment's `bin/` alone (no `java`). A command that needs no JVM must still work in it."""

@@ -410,6 +410,11 @@ class CommitInfo(Mapping[str, Any]):
         return len(self.raw)
 
     @property
+    def commit_ms(self) -> int | None:
+        """When the version was committed: its in-commit timestamp, else the writer's timestamp."""
+        return self.in_commit_timestamp if self.in_commit_timestamp is not None else self.timestamp
+
+    @property
     def timestamp_text(self) -> str:
         """The timestamp as the mirror records and compares it: str(timestamp), '' when unknown."""
         return "" if self.timestamp is None else str(self.timestamp)
