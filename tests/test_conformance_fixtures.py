@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from dv_assets.mirror import read_mirror_table
+from dv_assets.mirror import IcebergJava, read_mirror_table
 from dv_assets.mirror.errors import InvalidDeletionVectorError
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.paths import (
@@ -76,6 +76,8 @@ def test_fixture_mirrors_exactly(spark, catalog, table: str, format_version: int
     mirror = read_mirror_table(catalog, name)
     assert mirror is not None and mirror.format_version == format_version
     assert mirror.metadata_location is not None
+    # The two adapters read the same value: Iceberg Java (the sync's, from the metadata JSON) and pyiceberg.
+    assert IcebergJava(spark).load(name) == mirror
     unreadable = int96_columns(delta_path)
     for version in versions:
         expected = sorted_rows(expected_rows(table, version))

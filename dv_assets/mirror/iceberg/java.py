@@ -38,7 +38,6 @@ from dv_assets.mirror.iceberg.mirror_table import (
     CommitRequest,
     MirrorTable,
     NewTable,
-    Snapshot,
     SnapshotFiles,
 )
 from dv_assets.mirror.iceberg.types import Schema
@@ -99,35 +98,17 @@ class IcebergJava:
         return None if table is None else self._mirror_table(table_name, table)
 
     def _mirror_table(self, table_name: str, table) -> MirrorTable:
-        current = table.currentSnapshot()
-        return MirrorTable(
-            name=table_name,
-            location=str(table.location()),
-            # From the metadata: `format-version` is a reserved property that Iceberg does not keep in
-            # the properties map once the metadata is rewritten.
-            format_version=int(table.operations().current().formatVersion()),
-            properties=dict(table.properties()),
-            schema=self._schema(table.schema()),
-            current_snapshot_id=None if current is None else int(current.snapshotId()),
-            snapshots=tuple(self._snapshot(s) for s in table.snapshots()),
-            schemas={int(i): self._schema(s) for i, s in dict(table.schemas()).items()},
-            metadata_location=str(table.operations().current().metadataFileLocation()),
+        # The metadata as one JSON string: one py4j call, not several per snapshot (a table of 300
+        # snapshots took 10.8 s to read field by field, and every sync and follow pass reads it).
+        metadata = table.operations().current()
+        return MirrorTable.from_metadata(
+            table_name,
+            json.loads(self._iceberg.TableMetadataParser.toJson(metadata)),
+            str(metadata.metadataFileLocation()),
         )
 
     def _schema(self, schema) -> Schema:
         return Schema.from_json(json.loads(self._iceberg.SchemaParser.toJson(schema)))
-
-    @staticmethod
-    def _snapshot(snapshot) -> Snapshot:
-        parent = snapshot.parentId()
-        schema_id = snapshot.schemaId()
-        return Snapshot(
-            snapshot_id=int(snapshot.snapshotId()),
-            parent_id=None if parent is None else int(parent),
-            timestamp_ms=int(snapshot.timestampMillis()),
-            summary=dict(snapshot.summary()),
-            schema_id=None if schema_id is None else int(schema_id),
-        )
 
     def default_location(self, table_name: str) -> str:
         """Where the catalog puts a new table: asked, never assumed (a REST catalog decides itself)."""

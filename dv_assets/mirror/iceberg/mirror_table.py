@@ -184,6 +184,33 @@ class MirrorTable:
     # The table's current metadata file: where a reader without the catalog (DuckDB, iceberg-rust) starts.
     metadata_location: str | None = None
 
+    @classmethod
+    def from_metadata(cls, name: str, metadata: Mapping[str, Any], metadata_location: str) -> MirrorTable:
+        """The table of a metadata file's JSON (Iceberg's table spec; `TableMetadataParser.toJson`): read in
+        one piece, whatever the number of snapshots. A snapshot's summary keeps its `operation`."""
+        current = metadata.get("current-snapshot-id")
+        schemas = {int(s["schema-id"]): Schema.from_json(s) for s in metadata.get("schemas", ())}
+        return cls(
+            name=name,
+            location=metadata["location"],
+            format_version=int(metadata["format-version"]),
+            properties=dict(metadata.get("properties") or {}),
+            schema=schemas[int(metadata["current-schema-id"])],
+            current_snapshot_id=None if current is None or int(current) == -1 else int(current),
+            snapshots=tuple(
+                Snapshot(
+                    snapshot_id=int(s["snapshot-id"]),
+                    parent_id=None if s.get("parent-snapshot-id") is None else int(s["parent-snapshot-id"]),
+                    timestamp_ms=int(s["timestamp-ms"]),
+                    summary=dict(s.get("summary") or {}),
+                    schema_id=None if s.get("schema-id") is None else int(s["schema-id"]),
+                )
+                for s in metadata.get("snapshots", ())
+            ),
+            schemas=schemas,
+            metadata_location=metadata_location,
+        )
+
     @property
     def current_snapshot(self) -> Snapshot | None:
         return self.snapshot(self.current_snapshot_id)
