@@ -37,6 +37,7 @@ from pathlib import Path
 from dv_assets.mirror.cli_args import add_catalog_arguments, internal_error_line, settings_from
 from dv_assets.mirror.cli_expire import add_expire_parser
 from dv_assets.mirror.cli_status import add_status_command
+from dv_assets.mirror.cli_verify import add_verify_parser
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import (
     EXIT_BAD_INPUT,
@@ -84,6 +85,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     sync.add_argument("--json", action="store_true", help="print a machine-readable summary")
     add_expire_parser(commands)
+    add_verify_parser(commands)
     return parser
 
 
