@@ -60,6 +60,18 @@ _EXPORTS = {
     "mirror_status": "dv_assets.mirror.status",
     "DvFindings": "dv_assets.mirror.verify",
     "dv_findings": "dv_assets.mirror.verify",
+    "SnapshotFiles": "dv_assets.mirror.verify",
+    "snapshot_files_with_spark": "dv_assets.mirror.verify",
+    "read_snapshot_files": "dv_assets.mirror.iceberg.pyiceberg_reader",
+    # the checks of one mirrored version (the Dagster asset checks and `dvmirror verify`)
+    "CheckOutcome": "dv_assets.mirror.version_checks",
+    "CHECK_NAMES": "dv_assets.mirror.version_checks",
+    "METADATA_ROW_COUNT": "dv_assets.mirror.version_checks",
+    "ONE_DV": "dv_assets.mirror.version_checks",
+    "ROW_COUNT_SCAN": "dv_assets.mirror.version_checks",
+    "check_metadata_row_count": "dv_assets.mirror.version_checks",
+    "check_one_dv_per_data_file": "dv_assets.mirror.version_checks",
+    "check_row_count_scan": "dv_assets.mirror.version_checks",
 }
 __all__ = sorted(_EXPORTS)
 

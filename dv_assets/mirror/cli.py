@@ -5,6 +5,8 @@
         [--format-version 3|2] [--until-version N] [--allow-root PATH ...] [--json]
         [--follow [--interval SECONDS]]      (--follow: mirror each new version as it appears, until SIGTERM)
     dvmirror status NAMESPACE.NAME ... [--delta PATH] [catalog flags] [--json]        (no JVM)
+    dvmirror verify NAMESPACE.NAME [--version N] [--full] [--delta PATH] [catalog flags] [--json]
+        (no JVM without --full; exit 1 when a check fails)
     dvmirror expire NAMESPACE.NAME --retain-last N [--older-than DURATION] [--dry-run] [catalog flags]
         [--json]
     dvmirror --version
@@ -39,11 +41,13 @@ from dv_assets.mirror.cli_args import (
     check_catalog_reachable,
     child_stderr_to_log,
     internal_error_line,
+    pyiceberg_reads,
     settings_from,
 )
 from dv_assets.mirror.cli_expire import add_expire_parser
 from dv_assets.mirror.cli_follow import DEFAULT_INTERVAL_SECONDS, positive_seconds, run_follow, version_line
 from dv_assets.mirror.cli_status import add_status_command
+from dv_assets.mirror.cli_verify import add_verify_parser
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import (
@@ -109,6 +113,7 @@ def _parser() -> argparse.ArgumentParser:
         f"(default {DEFAULT_INTERVAL_SECONDS:g})",
     )
     add_expire_parser(commands)
+    add_verify_parser(commands)
     return parser
 
 
@@ -227,9 +232,7 @@ def _up_to_date(
     """The run's result when the mirror already shows `target`, answered without a JVM (pyiceberg and the
     Delta log, through the checks the sync itself makes: the same refusals); None when Spark is needed:
     a version to mirror, no mirror yet, or a catalog pyiceberg cannot read."""
-    try:
-        settings.catalog.pyiceberg_properties()
-    except ValueError:
+    if not pyiceberg_reads(settings):
         return None
     # Its sqlite catalog logs a warning on a catalog Iceberg Java created: stderr holds one line.
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)

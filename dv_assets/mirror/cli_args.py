@@ -42,6 +42,15 @@ def settings_from(args: argparse.Namespace, delta_location: str | None = None) -
     )
 
 
+def pyiceberg_reads(settings: MirrorSettings) -> bool:
+    """Whether pyiceberg has a counterpart of the catalog's kind (it reads the table without a JVM)."""
+    try:
+        settings.catalog.pyiceberg_properties()
+    except ValueError:
+        return False
+    return True
+
+
 def internal_error_line(err: Exception, spark_log: str | None) -> str:
     """An unexpected error as one line, naming Spark's log when there is one."""
     line = f"internal error: {type(err).__name__}: {str(err).splitlines()[0][:500]}"

@@ -25,10 +25,10 @@ from dv_assets.mirror.cli_args import (
     check_catalog_reachable,
     child_stderr_to_log,
     internal_error_line,
+    pyiceberg_reads,
     settings_from,
 )
 from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorInputError
-from dv_assets.mirror.settings import MirrorSettings
 
 if TYPE_CHECKING:  # the maintenance module imports pyspark: not for `dvmirror --help`
     from dv_assets.mirror.iceberg.maintenance import MaintenanceReport
@@ -120,15 +120,6 @@ def _refusal(table_name: str, table: MirrorTable | None) -> str | None:
     return None
 
 
-def _pyiceberg_reads(settings: MirrorSettings) -> bool:
-    """Whether pyiceberg has a counterpart of the catalog's kind (it reads the table without a JVM)."""
-    try:
-        settings.catalog.pyiceberg_properties()
-    except ValueError:
-        return False
-    return True
-
-
 def run_expire(args: argparse.Namespace) -> int:
     # The failure reporting is the sync's own (cli.py imports this module).
     from dv_assets.mirror.cli import _fail
@@ -159,7 +150,7 @@ def run_expire(args: argparse.Namespace) -> int:
         # Its sqlite catalog logs a warning on a catalog Iceberg Java created: stderr holds one line.
         logging.getLogger("pyiceberg.catalog.sql").setLevel(logging.ERROR)
         before = None
-        if _pyiceberg_reads(settings):
+        if pyiceberg_reads(settings):
             before = read_mirror_table(settings.catalog, args.table)
             if (refusal := _refusal(args.table, before)) is not None:
                 return _fail(args, EXIT_BAD_INPUT, refusal, [], None)

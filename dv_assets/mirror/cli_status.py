@@ -26,7 +26,7 @@ from dv_assets.mirror.cli_args import (
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorInputError
-from dv_assets.mirror.iceberg.mirror_table import DELTA_TABLE_PROPERTY
+from dv_assets.mirror.iceberg.mirror_table import DELTA_TABLE_PROPERTY, MirrorTable
 from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.identity import check_mirrors
 from dv_assets.mirror.io import FileIO
@@ -92,20 +92,26 @@ def table_status(catalog: CatalogConfig, table_name: str, delta_path: str | None
             f"the catalog has no Iceberg table {table_name} (name its Delta table with --delta to see what "
             "a first sync would mirror)"
         )
+    delta_root = mirrored_delta_root(mirror, table_name, delta_path)
+    delta = DeltaTable(delta_root, enforce_protocol=False, io=FileIO(catalog.storage_properties()))
+    return mirror_status(delta, mirror, table_name)
+
+
+def mirrored_delta_root(mirror: MirrorTable | None, table_name: str, delta_path: str | None) -> str:
+    """The Delta table `table_name` mirrors: `delta_path` (which an existing mirror must record, as a
+    sync checks), else the one the mirror records (MirrorInputError: it records none)."""
     if delta_path is not None:
         delta_root = table_root_of(delta_path)
         if mirror is not None:
             check_mirrors(mirror, delta_root, None)
-    else:
-        assert mirror is not None
-        recorded = mirror.properties.get(DELTA_TABLE_PROPERTY)
-        if recorded is None:
-            raise MirrorInputError(
-                f"Iceberg table {table_name} is not a dv-mirror mirror (no {DELTA_TABLE_PROPERTY} property)"
-            )
-        delta_root = recorded
-    delta = DeltaTable(delta_root, enforce_protocol=False, io=FileIO(catalog.storage_properties()))
-    return mirror_status(delta, mirror, table_name)
+        return delta_root
+    assert mirror is not None
+    recorded = mirror.properties.get(DELTA_TABLE_PROPERTY)
+    if recorded is None:
+        raise MirrorInputError(
+            f"Iceberg table {table_name} is not a dv-mirror mirror (no {DELTA_TABLE_PROPERTY} property)"
+        )
+    return recorded
 
 
 def status_text(status: MirrorStatus) -> str:

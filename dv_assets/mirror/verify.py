@@ -1,6 +1,7 @@
 """A mirrored snapshot's deletion vectors checked against Delta's, read independently of the sync: the
-Iceberg side from Spark's `files` metadata table at the snapshot, the Delta side
-from the log replay. What the `one_dv_per_data_file` asset check reports."""
+Iceberg side as the snapshot's live content files (`SnapshotFiles`: Spark's `files` metadata table here,
+or the manifests through pyiceberg, `pyiceberg_reader.read_snapshot_files`: the same rows), the Delta
+side from the log replay. What the `one_dv_per_data_file` check reports (`version_checks`)."""
 
 from __future__ import annotations
 
@@ -25,6 +26,15 @@ class DeleteFileRow:
     file_path: str
     referenced_data_file: str | None
     record_count: int
+
+
+@dataclass(frozen=True)
+class SnapshotFiles:
+    """The live content files of a snapshot: its data files' paths and its delete files (DVs, position-
+    and equality-delete files), each as the manifests name it."""
+
+    data_files: frozenset[str]
+    deletes: tuple[DeleteFileRow, ...]
 
 
 @dataclass(frozen=True)
@@ -87,10 +97,14 @@ def compare_dvs(
     )
 
 
-def dv_findings(
-    spark: SparkSession, delta: DeltaTable, delta_version: int, iceberg_table: str, snapshot_id: int
-) -> DvFindings:
-    """The snapshot `snapshot_id` of `iceberg_table` (NAMESPACE.NAME) against Delta `delta_version`."""
+def findings_against_delta(delta: DeltaTable, delta_version: int, files: SnapshotFiles) -> DvFindings:
+    """The snapshot's content files against Delta `delta_version`'s DVs."""
+    delta_dvs = dv_cardinalities(delta.state(delta_version, with_stats=False))
+    return compare_dvs(files.data_files, files.deletes, delta_dvs)
+
+
+def snapshot_files_with_spark(spark: SparkSession, iceberg_table: str, snapshot_id: int) -> SnapshotFiles:
+    """The snapshot `snapshot_id` of `iceberg_table` (NAMESPACE.NAME) from Spark's `files` metadata table."""
     table = f"{ICEBERG_CATALOG_NAME}.{iceberg_table}"
     # One query over `files` (every content file: 0 data, 1 position deletes and DVs, 2 equality deletes)
     # rather than one per kind: the check runs on every version of a backlog.
@@ -98,11 +112,20 @@ def dv_findings(
         f"SELECT content, file_path, referenced_data_file, record_count "
         f"FROM {table}.files VERSION AS OF {snapshot_id}"
     ).collect()
-    data_files = {row.file_path for row in rows if row.content == 0}
-    deletes = [
-        DeleteFileRow(row.file_path, row.referenced_data_file, row.record_count)
-        for row in rows
-        if row.content != 0
-    ]
-    delta_dvs = dv_cardinalities(delta.state(delta_version, with_stats=False))
-    return compare_dvs(data_files, deletes, delta_dvs)
+    return SnapshotFiles(
+        data_files=frozenset(row.file_path for row in rows if row.content == 0),
+        deletes=tuple(
+            DeleteFileRow(row.file_path, row.referenced_data_file, row.record_count)
+            for row in rows
+            if row.content != 0
+        ),
+    )
+
+
+def dv_findings(
+    spark: SparkSession, delta: DeltaTable, delta_version: int, iceberg_table: str, snapshot_id: int
+) -> DvFindings:
+    """The snapshot `snapshot_id` of `iceberg_table` (NAMESPACE.NAME) against Delta `delta_version`,
+    read through Spark."""
+    files = snapshot_files_with_spark(spark, iceberg_table, snapshot_id)
+    return findings_against_delta(delta, delta_version, files)

@@ -17,20 +17,17 @@ Which versions each check evaluates (`versions_to_check`, `versions_to_scan`):
   one scan, not 1,000 (the others stay "skipped" for it in the UI); in a run of the checks alone
   (`checks_<name>`, `dv_assets.ci_checks`): every requested version, one partition or a range.
 
+What each check compares is the engine's (`dv_assets.mirror.version_checks`, shared with `dvmirror
+verify`): it returns a `CheckOutcome`, which this module only turns into an evaluation whose metadata
+renders in the UI (counts as integers, the DV check's problems as a list).
+
 * `metadata_row_count_matches` (blocking, metadata only: no Spark, no data read, milliseconds a
-  version): Delta's live rows at N from its log (Σ numRecords - Σ DV cardinality) equal the snapshot
-  summary's `total-records` - `total-position-deletes` (Iceberg counts v3 DVs there too). It refuses, and
-  so fails, when a live Delta file has no numRecords statistic or the summary lacks its totals: it never
-  guesses and never reads a footer.
-* `row_count_matches` (NOT blocking: it scans every row of both tables): Delta's live rows at N from the
-  log and from a real Delta read (Spark, `versionAsOf` N) both equal the rows Iceberg Java reads from the
-  snapshot (Spark, `versionAsOf` snapshot id). It catches what metadata cannot: statistics that lie about
-  the data. A failure is recorded (red in the UI, and `dv_assets.ci_checks` exits non-zero) without
-  stopping the mirror.
-* `one_dv_per_data_file` (blocking): in the snapshot every data file has at most one delete file (DV), every
-  delete file references a live data file of the snapshot, every Delta DV has its Iceberg counterpart,
-  and each one's cardinality equals the Delta DV's (read from Iceberg's `data_files` /
-  `delete_files` metadata tables at the snapshot).
+  version): Delta's live rows from its log equal the snapshot summary's; refuses (fails) when the log or
+  the summary cannot tell.
+* `row_count_matches` (NOT blocking: it scans every row of both tables through Spark): a failure is
+  recorded (red in the UI, and `dv_assets.ci_checks` exits non-zero) without stopping the mirror.
+* `one_dv_per_data_file` (blocking): at most one DV per data file, each on a live data file, the same DVs
+  and cardinalities as Delta's (the snapshot's content files read through Spark, in the table's pool).
 """
 
 import functools
@@ -45,50 +42,54 @@ from pyspark.sql import SparkSession
 from dv_assets.defs.delta.assets import partition_key, version_of
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror import (
+    CHECK_NAMES,
+    METADATA_ROW_COUNT,
+    ONE_DV,
+    ROW_COUNT_SCAN,
+    CheckOutcome,
     DeltaTable,
-    DvFindings,
     IcebergJava,
     MirrorTable,
     Snapshot,
-    dv_findings,
-    live_rows,
-    live_rows_from_stats,
+    check_metadata_row_count,
+    check_one_dv_per_data_file,
+    check_row_count_scan,
     read_mirror_table,
+    snapshot_files_with_spark,
 )
 from resources.spark import IcebergSparkResource
 
-METADATA_ROW_COUNT = "metadata_row_count_matches"
-ROW_COUNT_SCAN = "row_count_matches"
-ONE_DV = "one_dv_per_data_file"
-CHECK_NAMES = (METADATA_ROW_COUNT, ONE_DV, ROW_COUNT_SCAN)
+# The check names are the engine's; dv_assets.ci_checks and the benchmarks import them from here.
+__all__ = ["CHECK_NAMES", "METADATA_ROW_COUNT", "ONE_DV", "ROW_COUNT_SCAN", "build_checks"]
 
-MAX_LISTED = 10
+MAX_LISTED = 10  # items shown per kind of DV problem
 
 
-def _no_snapshot(source: DeltaSource, version: int) -> dg.AssetCheckResult:
-    return dg.AssetCheckResult(
-        passed=False,
-        description=f"{source.iceberg_table} has no snapshot for Delta version {version}",
-        metadata={"delta_version": dg.MetadataValue.int(version)},
-    )
-
-
-def _snapshot_metadata(version: int, snapshot: Snapshot) -> dict[str, dg.MetadataValue]:
-    return {
-        "delta_version": dg.MetadataValue.int(version),
-        "snapshot_id": dg.MetadataValue.int(snapshot.snapshot_id),
-    }
+def check_result(outcome: CheckOutcome) -> dg.AssetCheckResult:
+    """The engine's outcome as Dagster's result: its summary as the description, what it compared as
+    metadata (counts as integers; the DV problems as a list of kinds, each with its first items)."""
+    metadata: dict[str, dg.MetadataValue] = {}
+    for key, value in outcome.details.items():
+        if isinstance(value, int):
+            metadata[key] = dg.MetadataValue.int(value)
+        else:
+            lines = [
+                f"- **{kind}** ({len(items)}): " + ", ".join(f"`{i}`" for i in items[:MAX_LISTED])
+                for kind, items in value.items()
+            ]
+            metadata[key] = dg.MetadataValue.md("\n".join(lines) if lines else "none")
+    return dg.AssetCheckResult(passed=outcome.passed, description=outcome.summary, metadata=metadata)
 
 
 SparkCheck = Callable[[SparkSession, DeltaSource, int, MirrorTable | None], dg.AssetCheckResult]
 
 
 def _on_the_snapshot(
-    check: Callable[[SparkSession, DeltaSource, int, Snapshot], dg.AssetCheckResult],
+    check: Callable[[SparkSession, DeltaSource, int, Snapshot | None], CheckOutcome],
 ) -> SparkCheck:
-    """`check` on the snapshot for the version, from `mirror` (the table loaded once for a run's many
-    versions; each load reads every snapshot through the JVM) or from a fresh load; a failure when the
-    table has no snapshot for it."""
+    """`check` on the snapshot for the version (None: the table has none), from `mirror` (the table
+    loaded once for a run's many versions; each load reads every snapshot through the JVM) or from a
+    fresh load."""
 
     @functools.wraps(check)
     def on_version(
@@ -97,7 +98,7 @@ def _on_the_snapshot(
         if mirror is None:
             mirror = IcebergJava(spark).load(source.iceberg_table)
         snapshot = None if mirror is None else mirror.snapshot_for_version(version)
-        return _no_snapshot(source, version) if snapshot is None else check(spark, source, version, snapshot)
+        return check_result(check(spark, source, version, snapshot))
 
     return on_version
 
@@ -107,103 +108,28 @@ def metadata_row_count_result(
 ) -> dg.AssetCheckResult:
     """Delta's rows from its log vs. Iceberg's from the snapshot summary; both metadata, no data read."""
     snapshot = None if mirror is None else mirror.snapshot_for_version(version)
-    if snapshot is None:
-        return _no_snapshot(source, version)
-    from_log = live_rows_from_stats(delta.state(version, with_stats=False))
-    from_summary = snapshot.totals
-    metadata: dict[str, dg.MetadataValue] = {
-        **_snapshot_metadata(version, snapshot),
-        "delta_num_records": dg.MetadataValue.int(from_log.records),
-        "delta_rows_deleted_by_dvs": dg.MetadataValue.int(from_log.deleted_by_dvs),
-        "delta_files_without_num_records": dg.MetadataValue.int(len(from_log.files_without_stats)),
-    }
-    if from_log.rows is not None:
-        metadata["delta_rows_from_log"] = dg.MetadataValue.int(from_log.rows)
-    if from_summary.records is not None:
-        metadata["iceberg_total_records"] = dg.MetadataValue.int(from_summary.records)
-    if from_summary.position_deletes is not None:
-        metadata["iceberg_total_position_deletes"] = dg.MetadataValue.int(from_summary.position_deletes)
-    if from_summary.live_rows is not None:
-        metadata["iceberg_rows_from_summary"] = dg.MetadataValue.int(from_summary.live_rows)
-
-    if from_log.rows is None:
-        missing = from_log.files_without_stats
-        listed = ", ".join(missing[:3]) + (", …" if len(missing) > 3 else "")
-        description = (
-            f"refused: {len(missing)} of {from_log.files} live data files of Delta v{version} have no "
-            f"numRecords statistic ({listed}); the metadata check does not guess or read data "
-            f"(`{ROW_COUNT_SCAN}` scans it)"
-        )
-        return dg.AssetCheckResult(passed=False, description=description, metadata=metadata)
-    if from_summary.live_rows is None:
-        description = (
-            f"refused: Iceberg snapshot {snapshot.snapshot_id}: {from_summary.live_rows_problem} "
-            f"(`{ROW_COUNT_SCAN}` scans the data)"
-        )
-        return dg.AssetCheckResult(passed=False, description=description, metadata=metadata)
-    passed = from_log.rows == from_summary.live_rows
-    return dg.AssetCheckResult(
-        passed=passed,
-        description=None
-        if passed
-        else f"Delta v{version}: {from_log.rows} rows from the log ({from_log.records} numRecords - "
-        f"{from_log.deleted_by_dvs} deleted by DVs); Iceberg snapshot {snapshot.snapshot_id}: "
-        f"{from_summary.live_rows} from its summary ({from_summary.records} total-records - "
-        f"{from_summary.position_deletes} total-position-deletes)",
-        metadata=metadata,
-    )
+    return check_result(check_metadata_row_count(delta, version, source.iceberg_table, snapshot))
 
 
 @_on_the_snapshot
 def row_count_result(
-    spark: SparkSession, source: DeltaSource, version: int, snapshot: Snapshot
-) -> dg.AssetCheckResult:
-    from_log = live_rows(source.delta_table().state(version, with_stats=False))
-    from_delta_read = (
-        spark.read.format("delta").option("versionAsOf", version).load(source.delta_path).count()
+    spark: SparkSession, source: DeltaSource, version: int, snapshot: Snapshot | None
+) -> CheckOutcome:
+    return check_row_count_scan(
+        spark, source.delta_table(), source.delta_path, version, source.iceberg_table, snapshot
     )
-    from_iceberg = spark.read.option("versionAsOf", snapshot.snapshot_id).table(source.spark_table).count()
-    passed = from_log == from_delta_read == from_iceberg
-    return dg.AssetCheckResult(
-        passed=passed,
-        description=None
-        if passed
-        else f"Delta v{version}: {from_log} rows (log), {from_delta_read} (Delta read); Iceberg snapshot "
-        f"{snapshot.snapshot_id}: {from_iceberg}",
-        metadata={
-            **_snapshot_metadata(version, snapshot),
-            "delta_rows_from_log": dg.MetadataValue.int(from_log),
-            "delta_rows_read": dg.MetadataValue.int(from_delta_read),
-            "iceberg_rows_read": dg.MetadataValue.int(from_iceberg),
-        },
-    )
-
-
-def dv_problems(spark: SparkSession, source: DeltaSource, version: int, snapshot_id: int) -> DvFindings:
-    """Everything wrong with the snapshot's delete files against Delta `version`'s DVs."""
-    return dv_findings(spark, source.delta_table(), version, source.iceberg_table, snapshot_id)
 
 
 @_on_the_snapshot
 def one_dv_result(
-    spark: SparkSession, source: DeltaSource, version: int, snapshot: Snapshot
-) -> dg.AssetCheckResult:
-    findings = dv_problems(spark, source, version, snapshot.snapshot_id)
-    found = findings.found
-    lines = [
-        f"- **{kind}** ({len(items)}): " + ", ".join(f"`{i}`" for i in items[:MAX_LISTED])
-        for kind, items in found.items()
-    ]
-    return dg.AssetCheckResult(
-        passed=not found,
-        description=None if not found else "; ".join(f"{k}: {len(v)}" for k, v in found.items()),
-        metadata={
-            **_snapshot_metadata(version, snapshot),
-            "iceberg_delete_files": dg.MetadataValue.int(findings.iceberg_delete_files),
-            "delta_dvs": dg.MetadataValue.int(findings.delta_dvs),
-            "iceberg_data_files": dg.MetadataValue.int(findings.iceberg_data_files),
-            "problems": dg.MetadataValue.md("\n".join(lines) if lines else "none"),
-        },
+    spark: SparkSession, source: DeltaSource, version: int, snapshot: Snapshot | None
+) -> CheckOutcome:
+    return check_one_dv_per_data_file(
+        source.delta_table(),
+        version,
+        source.iceberg_table,
+        snapshot,
+        lambda snapshot_id: snapshot_files_with_spark(spark, source.iceberg_table, snapshot_id),
     )
 
 

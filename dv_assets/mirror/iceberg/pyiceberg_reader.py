@@ -1,6 +1,7 @@
 """The mirror table read through pyiceberg, for callers that must not start a JVM (the Dagster sensors,
 the metadata-only checks, `dvmirror status`): the same `MirrorTable` value `IcebergJava.load` returns,
-so "where the mirror stands" (`MirrorTable.mirrored_base`) has one answer whichever adapter read it."""
+so "where the mirror stands" (`MirrorTable.mirrored_base`) has one answer whichever adapter read it;
+and a snapshot's live content files (`SnapshotFiles`), the rows Spark's `files` metadata table gives."""
 
 from __future__ import annotations
 
@@ -10,6 +11,10 @@ from typing import Any
 from dv_assets.mirror.iceberg.mirror_table import MirrorTable, Snapshot
 from dv_assets.mirror.iceberg.types import Schema
 from dv_assets.mirror.settings import CatalogConfig
+from dv_assets.mirror.verify import DeleteFileRow, SnapshotFiles
+
+DATA_CONTENT = 0  # a manifest entry's data_file.content: 0 data, 1 position deletes (and DVs), 2 equality
+DELETED_ENTRY = 2  # a manifest entry's status: 0 existing, 1 added, 2 deleted (not in the snapshot)
 
 
 def read_mirror_table(catalog: CatalogConfig, table_name: str) -> MirrorTable | None:
@@ -28,6 +33,48 @@ def last_mirrored_version(catalog: CatalogConfig, table_name: str) -> int | None
     writer added on top that changed content is refused (`MirrorInputError`), as the sync refuses it."""
     table = read_mirror_table(catalog, table_name)
     return None if table is None else table.last_mirrored_version
+
+
+def read_snapshot_files(catalog: CatalogConfig, table_name: str, snapshot_id: int) -> SnapshotFiles:
+    """The live content files of snapshot `snapshot_id` of `table_name`, from its manifests.
+
+    pyiceberg's own manifest reader (and `inspect.files`) projects the v2 schema, which lacks
+    `referenced_data_file` (field 143), the field the DV check is about: the manifests are read here
+    with the v3 entry schema instead (fields a v2 manifest lacks read as null, as in Iceberg Java).
+    """
+    from pyiceberg.avro.file import AvroFile
+    from pyiceberg.manifest import DATA_FILE_TYPE, MANIFEST_ENTRY_SCHEMAS
+    from pyiceberg.typedef import Record
+
+    table = catalog.pyiceberg_catalog().load_table(table_name)
+    snapshot = table.snapshot_by_id(snapshot_id)
+    if snapshot is None:
+        raise ValueError(f"Iceberg table {table_name} has no snapshot {snapshot_id}")
+    entry_schema = MANIFEST_ENTRY_SCHEMAS[3]
+    status_at, file_at = (
+        [f.name for f in entry_schema.fields].index(name) for name in ("status", "data_file")
+    )
+    fields = [f.name for f in DATA_FILE_TYPE[3].fields]
+    content_at, path_at, count_at, referenced_at = (
+        fields.index(name) for name in ("content", "file_path", "record_count", "referenced_data_file")
+    )
+    data_files: set[str] = set()
+    deletes: list[DeleteFileRow] = []
+    for manifest in snapshot.manifests(table.io):
+        with AvroFile[Record](table.io.new_input(manifest.manifest_path), entry_schema) as entries:
+            for entry in entries:
+                if entry[status_at] == DELETED_ENTRY:
+                    continue
+                content_file = entry[file_at]
+                if content_file[content_at] == DATA_CONTENT:
+                    data_files.add(content_file[path_at])
+                else:
+                    deletes.append(
+                        DeleteFileRow(
+                            content_file[path_at], content_file[referenced_at], content_file[count_at]
+                        )
+                    )
+    return SnapshotFiles(data_files=frozenset(data_files), deletes=tuple(deletes))
 
 
 def mirror_table_of(table_name: str, table: Any) -> MirrorTable:

@@ -1,0 +1,227 @@
+"""`dvmirror verify NAMESPACE.NAME [--version N] [--full] [--delta PATH] [--json]`: the checks that a
+mirrored Delta version is exact, for any mirror, outside Dagster: the Dagster asset checks' own
+(`version_checks`), one `PASS name: summary` / `FAIL name: summary` line each on stdout.
+
+Always `metadata_row_count_matches` (Delta's live rows from its log vs. the snapshot summary's) and
+`one_dv_per_data_file` (the snapshot's delete files against Delta's DVs: at most one per data file, each
+on a live data file, the same cardinalities): no JVM when pyiceberg reads the catalog. With --full also
+`row_count_matches`, the full row-count scan of both tables through Spark. The version: --version N,
+default the newest mirrored one. The Delta table: the one the mirror records, or --delta (which the
+mirror must record).
+
+Exit codes: 0 every check passed, 1 a check failed, 2 bad input (no such table, not a dv-mirror mirror,
+a version never mirrored or expired, a bad catalog flag: one line on stderr), 3 internal error (the line
+names Spark's log when Spark ran; removed after any other outcome). --json: {"ok", "table",
+"delta_version", "snapshot_id", "checks": [{"name", "passed", "summary", "details"}]}; bad input or an
+internal error: {"ok": false, "exit_code", "error", "spark_log"}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import traceback
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dv_assets.mirror.cli_args import (
+    add_catalog_arguments,
+    check_catalog_reachable,
+    child_stderr_to_log,
+    internal_error_line,
+    pyiceberg_reads,
+    settings_from,
+)
+from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorInputError
+
+if TYPE_CHECKING:  # pyspark and the checks: not for `dvmirror --help`
+    from pyspark.sql import SparkSession
+
+    from dv_assets.mirror.iceberg.mirror_table import MirrorTable
+    from dv_assets.mirror.settings import MirrorSettings
+    from dv_assets.mirror.verify import SnapshotFiles
+    from dv_assets.mirror.version_checks import CheckOutcome
+
+EXIT_CHECK_FAILED = 1
+
+
+def add_verify_parser(commands: argparse._SubParsersAction) -> None:
+    verify = commands.add_parser(
+        "verify",
+        help="check that a mirrored Delta version is exact (the asset checks, outside Dagster)",
+        description=__doc__.split("\n\n")[0],
+        epilog="\n\n".join(__doc__.split("\n\n")[1:]),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    verify.add_argument("table", help="the mirror's Iceberg table, NAMESPACE.NAME")
+    verify.add_argument(
+        "--version",
+        type=int,
+        dest="delta_version",
+        metavar="N",
+        help="the Delta version to verify (default: the newest mirrored one)",
+    )
+    verify.add_argument("--full", action="store_true", help="also scan every row of both tables (Spark)")
+    verify.add_argument(
+        "--delta", metavar="PATH", help="the Delta table (path or URI); default: the one the mirror records"
+    )
+    add_catalog_arguments(verify)
+    verify.add_argument("--json", action="store_true", help="print one JSON document")
+    verify.set_defaults(run=run_verify)
+
+
+@dataclass(frozen=True)
+class Verification:
+    table: str
+    delta_version: int
+    snapshot_id: int
+    checks: list[CheckOutcome]
+
+    @property
+    def ok(self) -> bool:
+        return all(check.passed for check in self.checks)
+
+
+class _Spark:
+    """The Spark session, started once and only when a check needs it, with the JVM's stderr sent to a
+    log file (stderr holds one line)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self._args = args
+        self._session: SparkSession | None = None
+        self.log: str | None = None
+
+    def session(self, delta_location: str | None) -> SparkSession:
+        if self._session is None:
+            from dv_assets.mirror.spark import get_or_create_spark
+
+            settings = settings_from(self._args, delta_location)  # S3 jars for a Delta table on S3
+            if not settings.debug:
+                self.log = child_stderr_to_log()
+            self._session = get_or_create_spark(settings)
+        return self._session
+
+    def remove_log(self) -> None:
+        if self.log is not None:
+            Path(self.log).unlink(missing_ok=True)
+
+
+def verify_mirror(args: argparse.Namespace, settings: MirrorSettings, spark: _Spark) -> Verification:
+    """The checks of the version asked for (MirrorInputError: nothing to verify as asked)."""
+    from dv_assets.mirror.cli_status import mirrored_delta_root
+    from dv_assets.mirror.delta.replay import DeltaTable
+    from dv_assets.mirror.io import FileIO
+    from dv_assets.mirror.version_checks import (
+        check_metadata_row_count,
+        check_one_dv_per_data_file,
+        check_row_count_scan,
+    )
+
+    mirror, files_of = _reader(args, settings, spark)
+    if mirror is None:
+        raise MirrorInputError(f"the catalog has no Iceberg table {args.table}")
+    delta_root = mirrored_delta_root(mirror, args.table, args.delta)
+    mirrored = sorted({s.delta_version for s in mirror.snapshots if s.delta_version is not None})
+    if not mirrored:
+        raise MirrorInputError(f"Iceberg table {args.table} holds no mirrored Delta version yet")
+    version = mirror.last_mirrored_version if args.delta_version is None else args.delta_version
+    snapshot = None if version is None else mirror.snapshot_for_version(version)
+    if version is None or snapshot is None:
+        raise MirrorInputError(
+            f"Iceberg table {args.table} has no snapshot for Delta version {version}: never mirrored, or "
+            f"expired (its snapshots hold Delta versions {_ranges(mirrored)})"
+        )
+    delta = DeltaTable(delta_root, io=FileIO(settings.catalog.storage_properties()))
+    checks = [
+        check_metadata_row_count(delta, version, args.table, snapshot),
+        check_one_dv_per_data_file(delta, version, args.table, snapshot, files_of),
+    ]
+    if args.full:
+        session = spark.session(delta_root)
+        checks.append(check_row_count_scan(session, delta, delta_root, version, args.table, snapshot))
+    return Verification(args.table, version, snapshot.snapshot_id, checks)
+
+
+def _reader(
+    args: argparse.Namespace, settings: MirrorSettings, spark: _Spark
+) -> tuple[MirrorTable | None, Callable[[int], SnapshotFiles]]:
+    """The mirror table, and a reader of its snapshots' content files: pyiceberg when it reads the
+    catalog (no JVM), else Iceberg Java through Spark. Both read the same manifests: the same rows."""
+    if pyiceberg_reads(settings):
+        from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table, read_snapshot_files
+
+        return read_mirror_table(settings.catalog, args.table), lambda snapshot_id: read_snapshot_files(
+            settings.catalog, args.table, snapshot_id
+        )
+    from dv_assets.mirror.iceberg.java import IcebergJava
+    from dv_assets.mirror.verify import snapshot_files_with_spark
+
+    session = spark.session(args.delta)
+    return IcebergJava(session).load(args.table), lambda snapshot_id: snapshot_files_with_spark(
+        session, args.table, snapshot_id
+    )
+
+
+def _ranges(versions: list[int]) -> str:
+    """Ascending versions as `0..3, 7, 9..12`."""
+    runs: list[list[int]] = []
+    for v in versions:
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in runs)
+
+
+def run_verify(args: argparse.Namespace) -> int:
+    # pyiceberg warns on stderr (e.g. about an older sqlite catalog schema); stderr is for the one error line.
+    logging.getLogger("pyiceberg").setLevel(logging.ERROR)
+    spark = _Spark(args)
+    debug = False
+    try:
+        if "." not in args.table:
+            raise MirrorInputError(f"an Iceberg table is NAMESPACE.NAME, got {args.table!r}")
+        try:
+            settings = settings_from(args, args.delta)
+        except ValueError as err:
+            raise MirrorInputError(str(err).splitlines()[0]) from None
+        debug = settings.debug
+        check_catalog_reachable(settings.catalog)
+        verification = verify_mirror(args, settings, spark)
+    except MirrorInputError as err:
+        spark.remove_log()  # the line says what is wrong with the input
+        return _fail(args, EXIT_BAD_INPUT, err.one_line(), None)
+    except Exception as err:  # a catalog, storage or Spark failure: one line, the traceback when debugging
+        if debug:
+            traceback.print_exc()
+        return _fail(args, EXIT_INTERNAL_ERROR, internal_error_line(err, spark.log), spark.log)
+    spark.remove_log()  # kept (and named) only after an internal error, which it may explain
+    if args.json:
+        print(json.dumps(_report(verification), indent=2))
+    else:
+        for check in verification.checks:
+            print(f"{'PASS' if check.passed else 'FAIL'} {check.name}: {check.summary}")
+    sys.stdout.flush()
+    return 0 if verification.ok else EXIT_CHECK_FAILED
+
+
+def _report(verification: Verification) -> dict[str, Any]:
+    return {
+        "ok": verification.ok,
+        "table": verification.table,
+        "delta_version": verification.delta_version,
+        "snapshot_id": verification.snapshot_id,
+        "checks": [asdict(check) for check in verification.checks],
+    }
+
+
+def _fail(args: argparse.Namespace, code: int, line: str, spark_log: str | None) -> int:
+    """One line on stderr; with --json the same failure on stdout."""
+    print(f"dvmirror: {line}", file=sys.stderr)
+    if args.json:
+        print(json.dumps({"ok": False, "exit_code": code, "error": line, "spark_log": spark_log}, indent=2))
+    return code
