@@ -219,7 +219,7 @@ def test_cli_removes_sparks_log_after_a_successful_run(copy_fixture, tmp_path: P
     assert set(Path(tempfile.gettempdir()).glob("dvmirror-spark-*.log")) <= logs_before
 
 
-@pytest.mark.parametrize("command", ["sync", "status", "expire"])
+@pytest.mark.parametrize("command", ["sync", "status", "expire", "verify"])
 def test_cli_an_unknown_or_unreachable_catalog_is_bad_input(
     command: str, copy_fixture, tmp_path: Path
 ) -> None:
@@ -228,6 +228,7 @@ def test_cli_an_unknown_or_unreachable_catalog_is_bad_input(
         "sync": ["sync", str(copy_fixture(SMALL)), "--table", "bad.catalog"],
         "status": ["status", "bad.catalog"],
         "expire": ["expire", "bad.catalog", "--retain-last", "1"],
+        "verify": ["verify", "bad.catalog"],
     }[command]
     unknown = run_dvmirror(*args, "--catalog-property", "type=nosuch", cwd=tmp_path, env=no_java_env())
     assert unknown.returncode == 2, unknown.stdout + unknown.stderr
