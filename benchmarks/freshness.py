@@ -126,10 +126,10 @@ class FreshTable:
             time.sleep(POLL_SECONDS)
 
 
-def _timed(command: list[str], cwd: Path, *, env: dict[str, str] | None = None) -> tuple[float, str]:
-    """Wall seconds of a command that must succeed, and its stdout."""
+def _timed(command: list[str], cwd: Path) -> tuple[float, str]:
+    """Wall seconds of a command that must succeed (in `dvmirror_env()`), and its stdout."""
     began = time.monotonic()
-    done = run(command, cwd=cwd, env=env, timeout=600)
+    done = run(command, cwd=cwd, timeout=600)
     seconds = time.monotonic() - began
     if done.returncode != 0:
         raise RuntimeError(f"{' '.join(command)} exited {done.returncode}:\n{done.stdout}\n{done.stderr}")
@@ -146,9 +146,7 @@ def cli_without_jvm(table: FreshTable, tmp: Path) -> list[Figure]:
         seconds, out = _timed(table.sync_command, tmp)
         assert "is up to date" in out, out
         noop_times.append(seconds)
-    no_java = run_dvmirror(
-        "sync", str(table.path), "--table", CLI_TABLE, *table.flags, cwd=tmp, env=no_java_env(), timeout=600
-    )
+    no_java = run(table.sync_command, cwd=tmp, env=no_java_env(), timeout=600)
     said = "answered without a JVM" if no_java.returncode == 0 else no_java.stderr.strip()[:160]
     kept_log = re.search(r"\(Spark's log: (\S+)\)", no_java.stderr)
     if kept_log:  # the CLI keeps its Spark log after a failure; this one is the bench's doing
