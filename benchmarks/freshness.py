@@ -147,10 +147,11 @@ def cli_without_jvm(table: FreshTable, tmp: Path) -> list[Figure]:
         assert "is up to date" in out, out
         noop_times.append(seconds)
     no_java = run(table.sync_command, cwd=tmp, env=no_java_env(), timeout=600)
-    said = "answered without a JVM" if no_java.returncode == 0 else no_java.stderr.strip()[:160]
-    kept_log = re.search(r"\(Spark's log: (\S+)\)", no_java.stderr)
+    kept_log = re.search(r" \(Spark's log: (\S+)\)", no_java.stderr)
     if kept_log:  # the CLI keeps its Spark log after a failure; this one is the bench's doing
         Path(kept_log[1]).unlink(missing_ok=True)
+    error = no_java.stderr.replace(kept_log[0], "") if kept_log else no_java.stderr
+    said = "answered without a JVM" if no_java.returncode == 0 else error.strip()[:200]
     print(
         f"  status {', '.join(f'{s:.2f}' for s in status_times)} s; no-op sync "
         f"{', '.join(f'{s:.2f}' for s in noop_times)} s; no-op sync with no Java on the PATH: exit "
