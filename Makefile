@@ -95,6 +95,9 @@ test-long: setup
 	$(BIN)/pytest -m slow
 
 # The scale figures of issue 9, each next to its target (synthetic tables; takes a while); not part of `make test`.
+# Then the freshness figures of issue 17 (status / no-op sync wall time, sync vs Spark start-up, follow mode
+# and Dagster sensor: Delta commit -> Iceberg snapshot); those alone: `.venv/bin/python benchmarks/bench.py
+# --only freshness` (a few minutes).
 bench: setup
 	$(BIN)/python benchmarks/bench.py
 

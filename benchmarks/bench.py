@@ -6,7 +6,7 @@ out as Delta's PROTOCOL.md says: `SyntheticTable` of tests/helpers/delta_log.py)
 figure's, which Delta Spark writes and rewrites:
 
     .venv/bin/python benchmarks/bench.py [--files 100000] [--dvs 10000] [--memory-dvs 100000]
-        [--backlog 200] [--only backlog]
+        [--backlog 200] [--only backlog|freshness]
 
 Spark start-up is excluded from every time. Figures: per-version cost at 100,000 files vs 100 files;
 the first version of a 100,000-file table; v3 DV bytes per second against `cp`; v2 positions per second
@@ -14,7 +14,11 @@ per core; peak driver memory (Python peak RSS + JVM peak heap, in a process of i
 capped) during a version of 100,000 DVs; a 1%
 DELETE mirrored vs `REORG … APPLY (PURGE)` on a copy (bytes written and time); a backlog of 200 versions
 mirrored by Dagster as ONE range run of `mirror_<name>` (both assets and their checks), from the run's
-step stats: the checks' time against the mirroring's.
+step stats: the checks' time against the mirroring's. Then the freshness figures of issue 17
+(benchmarks/freshness.py, `--only freshness`; a few minutes): `dvmirror status` and a no-op `dvmirror
+sync` (wall time, no JVM), `dvmirror sync` of one small version against Spark start-up alone, the follow
+mode's and the Dagster sensor's Delta commit -> Iceberg snapshot visible (Spark start-up included where
+the path pays it).
 """
 
 from __future__ import annotations
@@ -29,7 +33,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests.helpers
@@ -37,6 +40,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 import dagster as dg
 from pyspark.sql import SparkSession
 
+from benchmarks.figures import Figure, Unmeasured
+from benchmarks.freshness import freshness_figures
 from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.factory import build_definitions
 from dv_assets.defs.iceberg.checks import CHECK_NAMES, ONE_DV
@@ -46,31 +51,6 @@ from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.delta_log import SyntheticTable
-
-
-@dataclass
-class Figure:
-    name: str
-    measured: float
-    unit: str
-    target: float
-    at_most: bool  # the target is an upper bound (else a lower bound)
-
-    @property
-    def ratio(self) -> float:
-        return self.measured / self.target if self.target else float("inf")
-
-    @property
-    def met(self) -> bool:
-        return self.measured <= self.target if self.at_most else self.measured >= self.target
-
-    def line(self) -> str:
-        bound = "<=" if self.at_most else ">="
-        verdict = "met" if self.met else "NOT met"
-        return (
-            f"{self.name:<62} {self.measured:>14,.3f} {self.unit:<10} target {bound} {self.target:>12,.3f}"
-            f"  ratio {self.ratio:>8.3f}  {verdict}"
-        )
 
 
 def _timed_sync(spark: SparkSession, root: Path, table: str, until: int, **kwargs) -> float:
@@ -396,7 +376,7 @@ def main() -> None:
     parser.add_argument("--dvs", type=int, default=10_000, help="DVs of the v3 bytes-per-second version")
     parser.add_argument("--memory-dvs", type=int, default=100_000, help="DVs of the memory version")
     parser.add_argument("--backlog", type=int, default=200, help="versions of the Dagster backlog run")
-    parser.add_argument("--only", choices=["backlog"], help="measure this figure only")
+    parser.add_argument("--only", choices=["backlog", "freshness"], help="measure these figures only")
     parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child is not None:
@@ -410,14 +390,17 @@ def main() -> None:
             f"dv-mirror bench: {os.cpu_count()} cores; Spark {spark.version}, "
             f"master {spark.sparkContext.master}"
         )
-        figures = []
+        figures: list[Figure | Unmeasured] = []
         if args.only is None:
             figures += per_version_and_first_version(spark, tmp, args.files)
             figures += dv_bytes_against_cp(spark, tmp, args.dvs)
             figures += positions_per_core(spark, tmp)
             figures += delete_vs_rewrite(spark, tmp)
             figures.append(peak_memory(tmp, args.memory_dvs))
-        figures += backlog_in_one_run(settings, tmp, args.backlog)
+        if args.only in (None, "backlog"):
+            figures += backlog_in_one_run(settings, tmp, args.backlog)
+        if args.only in (None, "freshness"):
+            figures += freshness_figures(spark, settings, tmp)
         print()
         for figure in figures:
             print(figure.line())
