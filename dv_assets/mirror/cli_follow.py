@@ -29,7 +29,7 @@ from dv_assets.mirror.errors import (
 from dv_assets.mirror.settings import MirrorSettings
 
 if TYPE_CHECKING:  # sync.py imports pyspark: not for `--help`
-    from dv_assets.mirror.sync import VersionResult
+    from dv_assets.mirror.results import VersionResult
 
 DEFAULT_INTERVAL_SECONDS = 5.0
 

@@ -37,8 +37,9 @@ from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.errors import MirrorConflictError
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.io import FileIO, NotARegularFileError
+from dv_assets.mirror.results import VersionResult
 from dv_assets.mirror.settings import DEFAULT_EXECUTOR_DVS
-from dv_assets.mirror.sync import VersionResult, sync_table
+from dv_assets.mirror.sync import sync_table
 
 FIRST_BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 60.0
