@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from dv_assets.mirror.errors import UnsupportedFeatureError
+from dv_assets.mirror.sync import sync_table
 from tests.helpers.delta_histories import (
     assert_mirrors_match,
     delta_ref,
@@ -20,6 +22,8 @@ from tests.helpers.delta_histories import (
     tblproperties,
 )
 from tests.helpers.delta_log import read_commit
+from tests.helpers.readers import filtered_reads, snapshots_by_delta_version
+from tests.helpers.rows import sorted_rows
 
 pytestmark = pytest.mark.spark
 
@@ -66,3 +70,90 @@ def test_vacuum_protocol_check(spark, catalog, tmp_path: Path) -> None:
         spark, catalog, root, mirrors, label="vacuumProtocolCheck", pyiceberg_every_version=True
     )
     assert compared == 2 * (latest + 1)
+
+
+# Filters on the widened columns, each matching rows of the file written before the widening (narrow
+# Parquet types: int32, decimal(5,2) as int32, int8; manifest bounds written under the old type) and rows
+# of files written after it. Before the widening only the int filter (the others select nothing there).
+WIDENED_FILTERS = ["i > 3000000000", "i >= 15 AND i < 20", "d >= 38.25", "d > 12345680", "b >= 3 AND b < 6"]
+NARROW_FILTERS = ["i >= 15 AND i < 20"]
+
+
+def test_type_widening(spark, catalog, tmp_path: Path) -> None:
+    """`typeWidening`: int → long, decimal(5,2) → decimal(10,2) and byte → short become Iceberg type
+    promotions on the same field ids (byte → short: none, both are Iceberg int); old files keep their
+    narrow Parquet types and manifest bounds. Every version of both formats is read back by Iceberg Java,
+    DuckDB and pyiceberg, and filtered reads on the widened columns (pruned by those bounds) match
+    Delta's. Then float → double, an Iceberg promotion that pyiceberg and DuckDB filter wrongly, is
+    refused by name at its version, both mirrors left at the one before."""
+    root = tmp_path / "widening"
+    ref = delta_ref(root)
+    spark.sql(
+        f"CREATE TABLE {ref} (id INT, i INT, f FLOAT, d DECIMAL(5,2), b BYTE, s STRING) USING delta "
+        f"TBLPROPERTIES ({tblproperties()})"
+    )
+    spark.sql(
+        f"INSERT INTO {ref} SELECT /*+ REPARTITION(1) */ CAST(id AS INT), CAST(id AS INT), "
+        "CAST(1.1 AS FLOAT) + CAST(id AS FLOAT) / 100, CAST(id AS DECIMAL(5,2)) + 0.25, CAST(id AS BYTE), "
+        "concat('s', id) FROM range(0, 40) t(id)"
+    )
+    spark.sql(f"DELETE FROM {ref} WHERE id % 7 = 0")  # a DV on the narrow file
+    spark.sql(f"ALTER TABLE {ref} SET TBLPROPERTIES ('delta.enableTypeWidening' = 'true')")
+    for column, wide in [("i", "BIGINT"), ("d", "DECIMAL(10,2)"), ("b", "SMALLINT")]:
+        spark.sql(f"ALTER TABLE {ref} CHANGE COLUMN {column} TYPE {wide}")
+    spark.sql(
+        f"INSERT INTO {ref} SELECT /*+ REPARTITION(1) */ CAST(id AS INT), 3000000000 + id, "
+        "CAST(0.5 AS FLOAT), CAST(12345678.5 AS DECIMAL(10,2)) + id, CAST(id * 100 AS SMALLINT), "
+        "concat('w', id) FROM range(100, 120) t(id)"
+    )
+    spark.sql(f"UPDATE {ref} SET s = concat(s, 'u'), i = i + 1 WHERE id % 5 = 1")  # old and new files
+    spark.sql(f"DELETE FROM {ref} WHERE id % 4 = 2")
+    latest = latest_version(root)
+    assert latest == 9
+    assert reader_features_by_version(root)[3] == ["deletionVectors", "typeWidening"]
+    schema = spark.read.format("delta").load(str(root)).schema
+    assert {f.name: f.dataType.simpleString() for f in schema.fields} == {
+        "id": "int",
+        "i": "bigint",
+        "f": "float",
+        "d": "decimal(10,2)",
+        "b": "smallint",
+        "s": "string",
+    }
+    mirrors = mirror_both(spark, root, "widening", split_at=[3, 5])
+    compared = assert_mirrors_match(
+        spark, catalog, root, mirrors, label="typeWidening", pyiceberg_every_version=True
+    )
+    assert compared == 2 * (latest + 1)
+    for m in mirrors:
+        table = catalog.pyiceberg_catalog().load_table(m.table_name)
+        ids = {f.name: (f.field_id, str(f.field_type)) for f in table.schema().fields}
+        assert ids == {
+            "id": (1, "int"),
+            "i": (2, "long"),
+            "f": (3, "float"),
+            "d": (4, "decimal(10, 2)"),
+            "b": (5, "int"),
+            "s": (6, "string"),
+        }, m.table_name
+        for version, filters in ((2, NARROW_FILTERS), (latest, WIDENED_FILTERS)):
+            # Delta Spark's rows filtered after the read, so that no data skipping of Delta's decides.
+            delta = spark.read.format("delta").option("versionAsOf", version).load(str(root))
+            delta = delta.localCheckpoint(eager=True)
+            for predicate in filters:
+                want = sorted_rows(delta.where(predicate).toArrow().to_pylist())
+                assert want, (predicate, version)
+                for reader, rows in filtered_reads(
+                    spark, catalog, m.table_name, m.snapshots[version], predicate
+                ).items():
+                    assert rows == want, (m.table_name, version, predicate, reader)
+
+    spark.sql(f"ALTER TABLE {ref} CHANGE COLUMN f TYPE DOUBLE")
+    for m in mirrors:
+        with pytest.raises(UnsupportedFeatureError) as raised:
+            sync_table(spark, root, m.table_name)
+        err = raised.value
+        assert (err.table, err.version) == (str(root), latest + 1), err.one_line()
+        assert "column 'f' was widened from float to double (Iceberg float → double)" in err.reason
+        assert "pyiceberg 0.12 and DuckDB 1.5.5 filter the old files' floats" in err.reason
+        assert max(snapshots_by_delta_version(catalog, m.table_name)) == latest

@@ -347,14 +347,22 @@ def test_replay_starts_at_the_newest_checkpoint(copy_fixture) -> None:
         (Protocol(3, 7, frozenset(SUPPORTED_READER_FEATURES), frozenset({"appendOnly"})), None),
         (Protocol(3, 7, frozenset({"deletionVectors", "vacuumProtocolCheck"})), None),
         (
-            Protocol(3, 7, frozenset({"deletionVectors", "variantType", "catalogManaged"})),
+            Protocol(3, 7, frozenset({"deletionVectors", "typeWidening", "catalogManaged"})),
             "catalogManaged (a catalog-managed table keeps its newest commits in its catalog",
         ),
         (
             Protocol(3, 7, frozenset({"catalogOwned-preview"})),
             "catalogOwned-preview (a catalog-managed table keeps its newest commits in its catalog",
         ),
-        (Protocol(3, 7, frozenset({"variantType"})), "variantType (VARIANT columns are not mirrored)"),
+        (Protocol(3, 7, frozenset({"deletionVectors", "typeWidening-preview"})), None),
+        (
+            Protocol(3, 7, frozenset({"variantType", "variantShredding"})),
+            "variantShredding (VARIANT columns are not mirrored: pyiceberg 0.12",
+        ),
+        (
+            Protocol(3, 7, frozenset({"variantType-preview"})),
+            "variantType-preview (VARIANT columns are not mirrored: pyiceberg 0.12",
+        ),
         (Protocol(3, 7, frozenset({"deletionVectors", "zorbFeature"})), "zorbFeature (unknown to dv-mirror)"),
         (Protocol(4, 7, frozenset()), "minReaderVersion=4"),
     ],

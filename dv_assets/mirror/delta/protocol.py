@@ -23,24 +23,33 @@ SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
         "timestampNtz",
         "v2Checkpoint",
         "vacuumProtocolCheck",
+        # Each widening becomes an Iceberg type promotion, or is refused (iceberg/type_promotion.py).
+        "typeWidening",
+        "typeWidening-preview",
     }
 )
 _CATALOG_MANAGED = (
     "a catalog-managed table keeps its newest commits in its catalog, not in _delta_log: the file "
     "system does not show them, so the mirror cannot know the table's versions"
 )
-_VARIANT = "VARIANT columns are not mirrored"
+# Iceberg Java 1.12 and DuckDB 1.5.5 read a v3 mirror's `variant` column (iceberg/schema.py maps it, and
+# refuses it in format 2), but pyiceberg 0.12 cannot even load such a table's metadata, and the mirror's
+# status, sensors and checks read the mirror with pyiceberg.
+_VARIANT = (
+    "VARIANT columns are not mirrored: pyiceberg 0.12, which dv-mirror's status, sensors and checks read "
+    'the mirror with, cannot load an Iceberg table with a variant column ("Unsupported field type: '
+    "'variant'\")"
+)
+_SHREDDED = f"{_VARIANT}; shredded variant files are not verified with any Iceberg reader either"
 # Reader features Delta defines that the mirror refuses, with the reason (`-preview`: Delta Spark's
 # names before the feature was final, still found in tables it wrote).
 REFUSED_READER_FEATURES: dict[str, str] = {
     "catalogManaged": _CATALOG_MANAGED,
     "catalogOwned-preview": _CATALOG_MANAGED,
-    "typeWidening": "type widening is not mirrored",
-    "typeWidening-preview": "type widening is not mirrored",
     "variantType": _VARIANT,
     "variantType-preview": _VARIANT,
-    "variantShredding": _VARIANT,
-    "variantShredding-preview": _VARIANT,
+    "variantShredding": _SHREDDED,
+    "variantShredding-preview": _SHREDDED,
 }
 UNKNOWN_FEATURE = "unknown to dv-mirror"
 # Reader version 3 is the table-features protocol: the features are listed explicitly.
