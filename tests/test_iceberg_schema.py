@@ -15,6 +15,7 @@ from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
 from dv_assets.mirror.iceberg.schema import (
     NESTED_ID_BASE,
+    check_format_version,
     evolve,
     highest_field_id,
     name_mapping,
@@ -75,9 +76,23 @@ def test_every_primitive_type(delta_type: str, iceberg_type: str) -> None:
 
 
 def test_unsupported_types_are_refused() -> None:
-    for bad in ("variant", "void", "interval"):
+    for bad in ("void", "interval"):
         with pytest.raises(UnsupportedFeatureError, match=bad):
             to_iceberg_schema(StructType.from_json(struct(field("c", bad))))
+
+
+def test_variant_is_an_iceberg_v3_type() -> None:
+    """VARIANT maps to Iceberg's `variant` (the same Parquet encoding), which format 2 does not have.
+    The protocol check refuses `variantType` for now: pyiceberg 0.12 cannot parse such a schema."""
+    nested = struct(field("id", "long"), field("st", struct(field("v", "variant"))))
+    schema = to_iceberg_schema(StructType.from_json(nested))
+    assert str(schema) == "struct<id: long, st: struct<v: variant>>"
+    with pytest.raises(ValueError, match="Unsupported field type: 'variant'"):
+        as_pyiceberg(schema)
+    check_format_version(schema, 3)
+    with pytest.raises(UnsupportedFeatureError) as err:
+        check_format_version(schema, 2)
+    assert err.value.reason.startswith("column 'st.v' is a variant, a type Iceberg format 2 does not have")
 
 
 def test_nested_types_get_ids_in_icebergs_order() -> None:

@@ -38,7 +38,7 @@ from dv_assets.mirror.delta.column_mapping import (
 )
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
 from dv_assets.mirror.iceberg import types as iceberg
-from dv_assets.mirror.iceberg.type_promotion import check_type_changes, refused_promotion
+from dv_assets.mirror.iceberg.type_promotion import check_type_changes, columns_by_id, refused_promotion
 from dv_assets.mirror.iceberg.types import IcebergType, Schema
 from dv_assets.mirror.schema_visitor import SchemaVisitor, visit
 
@@ -58,7 +58,10 @@ _PRIMITIVES: dict[str, str] = {
     "date": "date",
     "timestamp": "timestamptz",  # Delta `timestamp` is an instant (UTC-adjusted)
     "timestamp_ntz": "timestamp",
+    "variant": "variant",  # Iceberg v3 only (`check_format_version`); the same Parquet encoding
 }
+# Iceberg types a format version before 3 does not have.
+V3_ONLY_TYPES = frozenset({"variant"})
 _DECIMAL = iceberg.DECIMAL_PATTERN
 ICEBERG_DECIMAL = _DECIMAL
 
@@ -264,6 +267,18 @@ def check_recorded_type_changes(delta_schema: delta.StructType) -> None:
                     f"{change.get('toType')} (Iceberg {old} → {new}), {reason}: data files written before "
                     "may hold the old type; mirror the table into a new Iceberg table"
                 )
+
+
+def check_format_version(iceberg_schema: Schema, format_version: int) -> None:
+    """Refuse (UnsupportedFeatureError) a column of a type the table's format version does not have."""
+    if format_version >= 3:
+        return
+    for path, column_type in columns_by_id(iceberg_schema).values():
+        if isinstance(column_type, iceberg.PrimitiveType) and column_type.name in V3_ONLY_TYPES:
+            raise UnsupportedFeatureError(
+                f"column {path!r} is a {column_type.name}, a type Iceberg format {format_version} does not "
+                "have; mirror the table into a format 3 table"
+            )
 
 
 def primitive_type(delta_type: str) -> str:
