@@ -345,10 +345,25 @@ def test_replay_starts_at_the_newest_checkpoint(copy_fixture) -> None:
         (Protocol(1, 2), None),
         (Protocol(2, 5), None),  # legacy column mapping
         (Protocol(3, 7, frozenset(SUPPORTED_READER_FEATURES), frozenset({"appendOnly"})), None),
+        (Protocol(3, 7, frozenset({"deletionVectors", "vacuumProtocolCheck"})), None),
         (
-            Protocol(3, 7, frozenset({"deletionVectors", "variantType", "typeWidening"})),
-            "typeWidening, variantType",
+            Protocol(3, 7, frozenset({"deletionVectors", "typeWidening", "catalogManaged"})),
+            "catalogManaged (a catalog-managed table keeps its newest commits in its catalog",
         ),
+        (
+            Protocol(3, 7, frozenset({"catalogOwned-preview"})),
+            "catalogOwned-preview (a catalog-managed table keeps its newest commits in its catalog",
+        ),
+        (Protocol(3, 7, frozenset({"deletionVectors", "typeWidening-preview"})), None),
+        (
+            Protocol(3, 7, frozenset({"variantType", "variantShredding"})),
+            "variantShredding (VARIANT columns are not mirrored: pyiceberg 0.12",
+        ),
+        (
+            Protocol(3, 7, frozenset({"variantType-preview"})),
+            "variantType-preview (VARIANT columns are not mirrored: pyiceberg 0.12",
+        ),
+        (Protocol(3, 7, frozenset({"deletionVectors", "zorbFeature"})), "zorbFeature (unknown to dv-mirror)"),
         (Protocol(4, 7, frozenset()), "minReaderVersion=4"),
     ],
 )
@@ -368,6 +383,7 @@ def test_replay_refuses_an_unsupported_reader_feature(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedFeatureError, match="catalogManaged") as err:
         DeltaTable(root).state(1)
     assert err.value.version == 1 and err.value.table == str(root)
+    assert "its newest commits in its catalog, not in _delta_log" in err.value.reason
     with pytest.raises(UnsupportedFeatureError, match="catalogManaged"):
         list(DeltaTable(root).changes(0, 1))
     assert DeltaTable(root, enforce_protocol=False).state(1).protocol.reader_features == {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -14,6 +15,7 @@ from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
 from dv_assets.mirror.iceberg.schema import (
     NESTED_ID_BASE,
+    check_format_version,
     evolve,
     highest_field_id,
     name_mapping,
@@ -74,9 +76,23 @@ def test_every_primitive_type(delta_type: str, iceberg_type: str) -> None:
 
 
 def test_unsupported_types_are_refused() -> None:
-    for bad in ("variant", "void", "interval"):
+    for bad in ("void", "interval"):
         with pytest.raises(UnsupportedFeatureError, match=bad):
             to_iceberg_schema(StructType.from_json(struct(field("c", bad))))
+
+
+def test_variant_is_an_iceberg_v3_type() -> None:
+    """VARIANT maps to Iceberg's `variant` (the same Parquet encoding), which format 2 does not have.
+    The protocol check refuses `variantType` for now: pyiceberg 0.12 cannot parse such a schema."""
+    nested = struct(field("id", "long"), field("st", struct(field("v", "variant"))))
+    schema = to_iceberg_schema(StructType.from_json(nested))
+    assert str(schema) == "struct<id: long, st: struct<v: variant>>"
+    with pytest.raises(ValueError, match="Unsupported field type: 'variant'"):
+        as_pyiceberg(schema)
+    check_format_version(schema, 3)
+    with pytest.raises(UnsupportedFeatureError) as err:
+        check_format_version(schema, 2)
+    assert err.value.reason.startswith("column 'st.v' is a variant, a type Iceberg format 2 does not have")
 
 
 def test_nested_types_get_ids_in_icebergs_order() -> None:
@@ -188,6 +204,99 @@ def test_evolution_with_column_mapping_follows_delta_ids_across_renames() -> Non
     more = struct(*renamed["fields"], mapped("ys", array, 4))
     third = evolve(typed_second, StructType.from_json(more), "name").to_json()
     assert third["fields"][3]["type"]["element-id"] == NESTED_ID_BASE + 1  # fresh above the previous
+
+
+WIDENED = {"type": "array", "elementType": "integer", "containsNull": True}
+
+
+@pytest.mark.parametrize("mapping", ["none", "name"])
+@pytest.mark.parametrize(
+    ("before", "after", "iceberg_after"),
+    [
+        ("byte", "short", "int"),
+        ("short", "integer", "int"),
+        ("integer", "long", "long"),
+        ("byte", "long", "long"),
+        ("decimal(5,2)", "decimal(10,2)", "decimal(10, 2)"),
+        ("decimal(10,2)", "decimal(20,2)", "decimal(20, 2)"),
+    ],
+)
+def test_type_widening_is_an_iceberg_promotion_on_the_same_id(
+    mapping: str, before: str, after: str, iceberg_after: str
+) -> None:
+    """Delta's type widening keeps the column's id: a promotion Iceberg readers apply to the old files."""
+    make = (lambda n, t, i: mapped(n, t, i)) if mapping == "name" else (lambda n, t, i: field(n, t))
+    first = to_iceberg_schema(
+        StructType.from_json(struct(make("k", "long", 1), make("c", before, 2))), mapping
+    )
+    widened = evolve(first, StructType.from_json(struct(make("k", "long", 1), make("c", after, 2))), mapping)
+    assert [(f.name, f.id, str(f.type)) for f in widened.fields] == [
+        ("k", 1, "long"),
+        ("c", 2, iceberg_after),
+    ]
+    as_pyiceberg(widened)
+
+
+CANNOT = "which Iceberg cannot express as a type promotion"
+
+
+@pytest.mark.parametrize(
+    ("before", "after", "old_type", "new_type", "why"),
+    [
+        ("integer", "double", "int", "double", CANNOT),  # Delta widens it, Iceberg does not
+        # Iceberg promotes it, but pyiceberg and DuckDB filter the old files' floats wrongly
+        ("float", "double", "float", "double", "an Iceberg type promotion that Iceberg readers do not read"),
+        ("long", "decimal(20,0)", "long", "decimal(20, 0)", CANNOT),
+        ("decimal(5,2)", "decimal(10,4)", "decimal(5, 2)", "decimal(10, 4)", CANNOT),  # a scale increase
+        ("date", "timestamp_ntz", "date", "timestamp", CANNOT),  # v3 spec, not Iceberg Java 1.12
+        ("long", "integer", "long", "int", CANNOT),
+        ("integer", "string", "int", "string", CANNOT),
+        ("integer", WIDENED, "int", "list<int>", CANNOT),
+    ],
+)
+def test_a_type_change_iceberg_cannot_promote_is_refused_by_name(
+    before: Any, after: Any, old_type: str, new_type: str, why: str
+) -> None:
+    first = to_iceberg_schema(StructType.from_json(struct(field("k", "long"), field("c", before))))
+    with pytest.raises(UnsupportedFeatureError) as err:
+        evolve(first, StructType.from_json(struct(field("k", "long"), field("c", after))), "none")
+    assert f"column 'c' changes type from {old_type} to {new_type}, {why}" in err.value.reason
+    assert ("not implemented by Iceberg Java" in err.value.reason) == (before == "date")
+    # The same widening recorded in Delta's field metadata is refused on a table's first schema too:
+    # the mirror may start after the widening, with files of the old type still live.
+    recorded = field("c", after, **{"delta.typeChanges": [{"fromType": before, "toType": after}]})
+    if isinstance(after, str):
+        with pytest.raises(
+            UnsupportedFeatureError, match=re.escape(f"column 'c' was widened from {before} to {after}")
+        ):
+            to_iceberg_schema(StructType.from_json(struct(recorded)))
+
+
+def test_type_widening_inside_nested_types_keeps_their_ids() -> None:
+    def nested(element: str, value: str) -> dict[str, Any]:
+        points = {"type": "array", "elementType": element, "containsNull": True}
+        attrs = {"type": "map", "keyType": "string", "valueType": value, "valueContainsNull": True}
+        return struct(field("st", struct(field("x", element))), field("xs", points), field("m", attrs))
+
+    first = to_iceberg_schema(StructType.from_json(nested("integer", "decimal(5,2)")))
+    widened = evolve(first, StructType.from_json(nested("long", "decimal(10,2)")), "none")
+    assert str(widened) == "struct<st: struct<x: long>, xs: list<long>, m: map<string, decimal(10, 2)>>"
+    assert highest_field_id(widened) == highest_field_id(first)
+    with pytest.raises(
+        UnsupportedFeatureError, match=r"column 'm\.value' changes type from decimal\(5, 2\) to string"
+    ):
+        evolve(first, StructType.from_json(nested("integer", "string")), "none")
+
+
+def test_a_recorded_widening_iceberg_promotes_is_accepted_on_a_first_schema() -> None:
+    changes = {
+        "delta.typeChanges": [
+            {"fromType": "byte", "toType": "integer"},
+            {"fromType": "integer", "toType": "long"},
+        ]
+    }
+    schema = to_iceberg_schema(StructType.from_json(struct(field("c", "long", **changes))))
+    assert str(schema) == "struct<c: long>"
 
 
 def test_name_mapping_uses_file_names() -> None:

@@ -159,6 +159,13 @@ def test_collated_strings_are_skipped() -> None:
     assert result.lower_bounds == {} and result.upper_bounds == {} and result.null_value_counts == {1: 0}
 
 
+def test_a_variant_column_gets_a_null_count_and_never_bounds() -> None:
+    schema = StructType.from_json({"type": "struct", "fields": [field("v", "variant")]})
+    stats = '{"numRecords":3,"minValues":{"v":1},"maxValues":{"v":"z"},"nullCount":{"v":1}}'
+    result = metrics_from_delta_stats(stats, delta_schema=schema, iceberg_schema=to_iceberg_schema(schema))
+    assert result.lower_bounds == {} and result.upper_bounds == {} and result.null_value_counts == {1: 1}
+
+
 def test_column_mapping_reads_physical_names() -> None:
     meta = {"delta.columnMapping.id": 5, "delta.columnMapping.physicalName": "col-abc"}
     schema = StructType.from_json({"type": "struct", "fields": [field("a", "long", **meta)]})

@@ -237,6 +237,7 @@ def plan_version(
     if change.metadata_changed:
         evolved = iceberg_schema.evolve(schema, metadata.schema, metadata.column_mapping_mode)
         if evolved.fields != schema.fields:
+            iceberg_schema.check_format_version(evolved, state.format_version)
             new_schema = evolved
     return VersionPlan(change, state, schema, new_schema, rows, new_table, delete_job)
 
@@ -291,6 +292,7 @@ def _delete_job(
 def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
     mode = metadata.column_mapping_mode
     schema = iceberg_schema.to_iceberg_schema(metadata.schema, mode)
+    iceberg_schema.check_format_version(schema, fmt)
     return NewTable(
         schema=schema,
         partition_spec_json=iceberg_schema.partition_spec(schema, metadata.partition_columns),

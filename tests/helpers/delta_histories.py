@@ -176,9 +176,10 @@ def assert_mirrors_match(
     mirrors: Sequence[Mirrored],
     *,
     label: str = "",
+    pyiceberg_every_version: bool = False,
 ) -> int:
     """Every mirrored version of every mirror equals Delta Spark's rows, through Iceberg Java and DuckDB;
-    the final one also through pyiceberg.
+    the final one (`pyiceberg_every_version`: every one) also through pyiceberg.
 
     Returns the number of (mirror, version) pairs compared.
     """
@@ -210,12 +211,13 @@ def assert_mirrors_match(
             duckdb = as_tuples(duckdb_rows(metadata_location, m.snapshots[v]), expected.columns[v])
             assert duckdb == want, _diff(where + " [DuckDB]", v, want, duckdb)
             compared += 1
-        final_columns = expected.columns[latest]
-        read_columns = pyiceberg_columns(catalog, m.table_name, m.snapshots[latest])
-        assert sorted(read_columns) == sorted(final_columns), (where, read_columns, final_columns)
-        final = as_tuples(pyiceberg_rows(catalog, m.table_name, m.snapshots[latest]), final_columns)
-        want = expected.project(latest, final_columns)
-        assert final == want, _diff(where + " [pyiceberg]", latest, want, final)
+        for v in versions if pyiceberg_every_version else [latest]:
+            columns = expected.columns[v]
+            read_columns = pyiceberg_columns(catalog, m.table_name, m.snapshots[v])
+            assert sorted(read_columns) == sorted(columns), (where, v, read_columns, columns)
+            read = as_tuples(pyiceberg_rows(catalog, m.table_name, m.snapshots[v]), columns)
+            want = expected.project(v, columns)
+            assert read == want, _diff(where + " [pyiceberg]", v, want, read)
     return compared
 
 

@@ -79,6 +79,29 @@ def duckdb_rows(metadata_location: str, snapshot_id: int) -> list[dict]:
     return sorted_rows(read_snapshot(shared_duckdb(), metadata_location, snapshot_id).to_pylist())
 
 
+def filtered_reads(
+    spark: SparkSession, catalog: CatalogConfig, table_name: str, snapshot_id: int, predicate: str
+) -> dict[str, list[dict]]:
+    """Each Iceberg reader's rows of a snapshot that match `predicate` (text that Spark SQL, DuckDB and
+    pyiceberg's row filter all parse, e.g. `f > 1.1`), canonical and sorted. The filter goes to each
+    reader's own scan, so the manifests' column bounds decide which data files it reads at all."""
+    table = catalog.pyiceberg_catalog().load_table(table_name)
+    full_name = f"{ICEBERG_CATALOG_NAME}.{table_name}"
+    java = spark.read.option("versionAsOf", snapshot_id).table(full_name).where(predicate)
+    duckdb = shared_duckdb().execute(
+        f"SELECT * FROM iceberg_scan(?, snapshot_from_id := ?) WHERE {predicate}",
+        [table.metadata_location, snapshot_id],
+    )
+    let_pyiceberg_read_int96()
+    return {
+        "Iceberg Java": sorted_rows(java.toArrow().to_pylist()),
+        "DuckDB": sorted_rows(duckdb.to_arrow_table().to_pylist()),
+        "pyiceberg": sorted_rows(
+            table.scan(row_filter=predicate, snapshot_id=snapshot_id).to_arrow().to_pylist()
+        ),
+    }
+
+
 def duckdb_column_types(metadata_location: str, snapshot_id: int) -> dict[str, str]:
     """Column → the SQL type DuckDB reads it as, in a snapshot's schema."""
     described = shared_duckdb().execute(

@@ -1,6 +1,10 @@
 """Which Delta reader features the mirror can reproduce exactly, and refusing the others by name.
 
-Writer-only features do not change what a reader sees, so only reader features are checked.
+Writer-only features do not change what a reader sees, so only reader features are checked. Delta's
+PROTOCOL.md defines nine reader(-writer) features; each is either supported here or refused with the
+reason (`REFUSED_READER_FEATURES`), and a feature this module does not know is refused as unknown.
+`vacuumProtocolCheck` only makes VACUUM check the protocol; the mirror never vacuums a Delta table, and
+what a reader sees is unchanged.
 Legacy protocols name no features: reader version 1 needs none, 2 means column mapping. A column mapping
 mode the protocol leaves without effect is refused where readers could read other columns
 (`check_column_mapping`).
@@ -13,8 +17,41 @@ from dv_assets.mirror.delta.actions import Metadata, Protocol
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
 
 SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
-    {"deletionVectors", "columnMapping", "timestampNtz", "v2Checkpoint"}
+    {
+        "deletionVectors",
+        "columnMapping",
+        "timestampNtz",
+        "v2Checkpoint",
+        "vacuumProtocolCheck",
+        # Each widening becomes an Iceberg type promotion, or is refused (iceberg/type_promotion.py).
+        "typeWidening",
+        "typeWidening-preview",
+    }
 )
+_CATALOG_MANAGED = (
+    "a catalog-managed table keeps its newest commits in its catalog, not in _delta_log: the file "
+    "system does not show them, so the mirror cannot know the table's versions"
+)
+# Iceberg Java 1.12 and DuckDB 1.5.5 read a v3 mirror's `variant` column (iceberg/schema.py maps it, and
+# refuses it in format 2), but pyiceberg 0.12 cannot even load such a table's metadata, and the mirror's
+# status, sensors and checks read the mirror with pyiceberg.
+_VARIANT = (
+    "VARIANT columns are not mirrored: pyiceberg 0.12, which dv-mirror's status, sensors and checks read "
+    'the mirror with, cannot load an Iceberg table with a variant column ("Unsupported field type: '
+    "'variant'\")"
+)
+_SHREDDED = f"{_VARIANT}; shredded variant files are not verified with any Iceberg reader either"
+# Reader features Delta defines that the mirror refuses, with the reason (`-preview`: Delta Spark's
+# names before the feature was final, still found in tables it wrote).
+REFUSED_READER_FEATURES: dict[str, str] = {
+    "catalogManaged": _CATALOG_MANAGED,
+    "catalogOwned-preview": _CATALOG_MANAGED,
+    "variantType": _VARIANT,
+    "variantType-preview": _VARIANT,
+    "variantShredding": _SHREDDED,
+    "variantShredding-preview": _SHREDDED,
+}
+UNKNOWN_FEATURE = "unknown to dv-mirror"
 # Reader version 3 is the table-features protocol: the features are listed explicitly.
 TABLE_FEATURES_READER_VERSION = 3
 LEGACY_READER_FEATURES: dict[int, frozenset[str]] = {
@@ -37,12 +74,18 @@ def refused_reader_features(protocol: Protocol) -> list[str]:
     return sorted(reader_features(protocol) - SUPPORTED_READER_FEATURES)
 
 
+def refusal_reason(feature: str) -> str:
+    """Why the mirror refuses a reader feature (an unknown one: that it is unknown)."""
+    return REFUSED_READER_FEATURES.get(feature, UNKNOWN_FEATURE)
+
+
 def check_protocol(protocol: Protocol, *, table: str, version: int) -> None:
-    """Raise UnsupportedFeatureError naming every refused reader feature of `protocol`."""
+    """Raise UnsupportedFeatureError naming every refused reader feature of `protocol`, each with why."""
     refused = refused_reader_features(protocol)
     if refused:
+        named = [f if f.startswith("minReaderVersion") else f"{f} ({refusal_reason(f)})" for f in refused]
         raise UnsupportedFeatureError(
-            f"unsupported Delta reader feature(s): {', '.join(refused)} "
+            f"unsupported Delta reader feature(s): {', '.join(named)} "
             f"(supported: {', '.join(sorted(SUPPORTED_READER_FEATURES))})",
             table=table,
             version=version,

@@ -15,7 +15,8 @@ that is too tight loses live rows silently. Only values that are certainly valid
   UTF-16 code units as Java does) and does not end in a tie-breaker (U+FFFD, U+FFFF, U+10FFFF), i.e.
   certainly not truncated; older Delta's truncated max ends in U+FFFD, which is not an upper bound
   under Iceberg's UTF-8 byte order. Collated strings are skipped (their stats use another order);
-* binary, and anything inside a list or map: nothing (struct children are handled like columns);
+* binary, variant, and anything inside a list or map: nothing (struct children are handled like
+  columns);
 * null counts: exact when `tightBounds` is true (or absent); when false, Delta only promises the
   special values 0 and numRecords, so only those are emitted;
 * partition columns are not in the data files: nothing is emitted for them.
@@ -188,7 +189,10 @@ class _Leaves(SchemaVisitor[_Partner, list[_Leaf]]):
             if isinstance(delta_field.type, delta.StructType):
                 leaves += child((iceberg_field.type, stats_path))
             elif isinstance(iceberg_field.type, iceberg.PrimitiveType):
-                skip_bounds = COLLATIONS_METADATA in delta_field.metadata
+                skip_bounds = (
+                    COLLATIONS_METADATA in delta_field.metadata
+                    or iceberg_field.type.name == "variant"  # Delta keeps no min/max of a variant
+                )
                 leaves.append(_Leaf(stats_path, iceberg_field.id, iceberg_field.type.name, skip_bounds))
         return leaves
 

@@ -22,7 +22,6 @@ matches by name path and is refused unless every Delta id equals the Iceberg id 
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
@@ -39,6 +38,7 @@ from dv_assets.mirror.delta.column_mapping import (
 )
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
 from dv_assets.mirror.iceberg import types as iceberg
+from dv_assets.mirror.iceberg.type_promotion import check_type_changes, columns_by_id, refused_promotion
 from dv_assets.mirror.iceberg.types import IcebergType, Schema
 from dv_assets.mirror.schema_visitor import SchemaVisitor, visit
 
@@ -58,9 +58,12 @@ _PRIMITIVES: dict[str, str] = {
     "date": "date",
     "timestamp": "timestamptz",  # Delta `timestamp` is an instant (UTC-adjusted)
     "timestamp_ntz": "timestamp",
+    "variant": "variant",  # Iceberg v3 only (`check_format_version`); the same Parquet encoding
 }
-_DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
-ICEBERG_DECIMAL = _DECIMAL  # Iceberg writes `decimal(P, S)`; both spellings parse
+# Iceberg types a format version before 3 does not have.
+V3_ONLY_TYPES = frozenset({"variant"})
+_DECIMAL = iceberg.DECIMAL_PATTERN
+ICEBERG_DECIMAL = _DECIMAL
 
 Key = tuple[Any, ...]  # identifies a field across schema versions (see `_FieldKeys`)
 
@@ -85,13 +88,17 @@ def evolve(
     """The Iceberg schema for `delta_schema`, keeping the ids `previous` gave to the same columns.
 
     New columns get ids above the previous highest id (Iceberg's `last-column-id`). An upgrade to column
-    mapping keeps every id or is refused (see `_check_upgrade_keeps_ids`).
+    mapping keeps every id or is refused (see `_check_upgrade_keeps_ids`). A column whose type changed
+    (Delta's type widening) keeps its id when the change is an Iceberg type promotion, and is refused
+    otherwise (`type_promotion.check_type_changes`).
     """
     mode = checked_mode(column_mapping_mode)
+    check_recorded_type_changes(delta_schema)
     if schema_id is None:
         schema_id = 0 if previous is None else (previous.schema_id or 0) + 1
     if previous is None:
         return _build(delta_schema, mode, {}, 0, schema_id)
+    evolved = None
     if _may_be_mapping_upgrade(previous, delta_schema, mode):
         # The same columns as before, now with Delta ids: the ids Iceberg gave them must be those ids.
         upgraded = _build(delta_schema, mode, {}, 0, schema_id)
@@ -99,9 +106,12 @@ def evolve(
             path for path, _ in _iceberg_keys(previous, "none")
         }:
             _check_upgrade_keeps_ids(previous, upgraded)
-            return upgraded
-    known = dict(_iceberg_keys(previous, mode))
-    return _build(delta_schema, mode, known, highest_field_id(previous), schema_id)
+            evolved = upgraded
+    if evolved is None:
+        known = dict(_iceberg_keys(previous, mode))
+        evolved = _build(delta_schema, mode, known, highest_field_id(previous), schema_id)
+    check_type_changes(previous, evolved)
+    return evolved
 
 
 def _build(
@@ -235,6 +245,40 @@ class _SchemaBuilder(SchemaVisitor[_Where, IcebergType]):
     @staticmethod
     def _part(ctx: _Where, part: str) -> _Where:
         return _Where((*ctx.key, part), ctx.nested_ids, f"{ctx.nested_path}.{part}")
+
+
+TYPE_CHANGES_KEY = "delta.typeChanges"  # Delta's type widening: [{"fromType", "toType", "fieldPath"?}]
+
+
+def check_recorded_type_changes(delta_schema: delta.StructType) -> None:
+    """Refuse a column whose recorded type widening (`delta.typeChanges`) the mirror would refuse as a
+    schema change: its data files may still hold the old type even when the mirror starts after the
+    widening (a first mirrored version already widened), where no two schemas are compared."""
+    for delta_field in delta.all_fields(delta_schema):
+        for change in delta_field.metadata.get(TYPE_CHANGES_KEY) or ():
+            if not isinstance(change, Mapping):
+                raise MirrorInputError(f"column {delta_field.name!r} has a malformed {TYPE_CHANGES_KEY}")
+            old, new = (primitive_type(str(change.get(k))) for k in ("fromType", "toType"))
+            reason = refused_promotion(old, new)
+            if reason is not None:
+                part = f" ({change['fieldPath']})" if change.get("fieldPath") else ""
+                raise UnsupportedFeatureError(
+                    f"column {delta_field.name!r}{part} was widened from {change.get('fromType')} to "
+                    f"{change.get('toType')} (Iceberg {old} → {new}), {reason}: data files written before "
+                    "may hold the old type; mirror the table into a new Iceberg table"
+                )
+
+
+def check_format_version(iceberg_schema: Schema, format_version: int) -> None:
+    """Refuse (UnsupportedFeatureError) a column of a type the table's format version does not have."""
+    if format_version >= 3:
+        return
+    for path, column_type in columns_by_id(iceberg_schema).values():
+        if isinstance(column_type, iceberg.PrimitiveType) and column_type.name in V3_ONLY_TYPES:
+            raise UnsupportedFeatureError(
+                f"column {path!r} is a {column_type.name}, a type Iceberg format {format_version} does not "
+                "have; mirror the table into a format 3 table"
+            )
 
 
 def primitive_type(delta_type: str) -> str:

@@ -21,12 +21,16 @@ side): `visit` knows what each kind of type contains, a visitor what to make of 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.schema_visitor import ListNode, MapNode, PrimitiveNode, SchemaVisitor, StructNode, visit
+
+# A decimal type's name: Iceberg writes `decimal(P, S)`, Delta `decimal(P,S)`; both parse.
+DECIMAL_PATTERN = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 
 
 @dataclass(frozen=True, slots=True)
