@@ -12,6 +12,7 @@ import pytest
 
 from dv_assets.mirror import IcebergJava, read_mirror_table
 from dv_assets.mirror.errors import InvalidDeletionVectorError
+from dv_assets.mirror.iceberg.pyiceberg_reader import mirror_table_of
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.paths import (
     DELTA_FIXTURES,
@@ -76,8 +77,10 @@ def test_fixture_mirrors_exactly(spark, catalog, table: str, format_version: int
     mirror = read_mirror_table(catalog, name)
     assert mirror is not None and mirror.format_version == format_version
     assert mirror.metadata_location is not None
-    # The two adapters read the same value: Iceberg Java (the sync's, from the metadata JSON) and pyiceberg.
+    # Every reader of the mirror table gives the same value: Iceberg Java (the sync's), the embedded
+    # catalog's own row (`read_mirror_table`, no pyiceberg import) and pyiceberg (the other catalogs').
     assert IcebergJava(spark).load(name) == mirror
+    assert mirror_table_of(name, catalog.pyiceberg_catalog().load_table(name)) == mirror
     unreadable = int96_columns(delta_path)
     for version in versions:
         expected = sorted_rows(expected_rows(table, version))
