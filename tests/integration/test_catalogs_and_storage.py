@@ -9,15 +9,17 @@ reads every mirrored version back with Iceberg Java (Spark, in a process of its 
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from dv_assets.mirror.iceberg.pyiceberg_reader import mirror_table_of, read_mirror_table
 from dv_assets.mirror.settings import CatalogConfig
 from tests.helpers.paths import DELTA_FIXTURES, all_expected_rows
-from tests.helpers.processes import catalog_flags, spark_job, sync_json
+from tests.helpers.processes import catalog_flags, run_dvmirror, spark_job, sync_json
 from tests.helpers.readers import assert_readers_exact
 from tests.integration import servers
 
@@ -131,3 +133,26 @@ def test_s3_warehouse_in_a_postgresql_catalog_with_v2_position_deletes(
         )
         assert result["ok"] and len(result["versions"]) == len(expected)
         assert_readers_exact(properties, "pg_s3.events", expected)
+
+
+def test_the_embedded_catalogs_reader_with_its_warehouse_on_s3(workdir: Path, s3: servers.S3Server) -> None:
+    """`read_mirror_table` on a sqlite catalog reads the metadata file itself (no pyiceberg): from S3 here,
+    through the catalog's s3.* properties, to the same value pyiceberg reads; `dvmirror status` with it."""
+    properties = {
+        "type": "jdbc",
+        "uri": f"jdbc:sqlite:{workdir}/s3-warehouse-catalog.db",
+        "warehouse": "s3://lake/sqlite-warehouse",
+        "io-impl": S3_IO,
+        **s3.catalog_properties(),
+    }
+    result = sync_json(str(DELTA_FIXTURES / FIXTURE), "sq_s3.events", catalog_flags(properties))
+    assert result["ok"] and len(result["versions"]) == len(all_expected_rows(FIXTURE))
+    catalog = CatalogConfig(properties)
+    mirror = read_mirror_table(catalog, "sq_s3.events")
+    assert mirror is not None and str(mirror.metadata_location).startswith("s3://lake/sqlite-warehouse/")
+    assert mirror == mirror_table_of("sq_s3.events", catalog.pyiceberg_catalog().load_table("sq_s3.events"))
+    assert mirror.last_mirrored_version == max(all_expected_rows(FIXTURE))
+    status = run_dvmirror("status", "sq_s3.events", *catalog_flags(properties), "--json", cwd=workdir)
+    assert status.returncode == 0, status.stderr
+    (table,) = json.loads(status.stdout)["tables"]
+    assert table["up_to_date"] is True and table["metadata_location"] == mirror.metadata_location
