@@ -42,6 +42,7 @@ from dv_assets.mirror.cli_args import (
     child_stderr_to_log,
     internal_error_line,
     pyiceberg_reads,
+    report_failure,
     settings_from,
 )
 from dv_assets.mirror.cli_expire import add_expire_parser
@@ -118,12 +119,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _fail(args: argparse.Namespace, code: int, line: str, mirrored: list[int], spark_log: str | None) -> int:
-    """One line on stderr; with --json the same failure, and what was committed before it, on stdout."""
-    print(f"dvmirror: {line}", file=sys.stderr)
-    if getattr(args, "json", False):
-        report = {"ok": False, "exit_code": code, "error": line, "mirrored_versions": mirrored}
-        print(json.dumps({**report, "spark_log": spark_log}, indent=2))
-    return code
+    """The sync's failure: with --json, what was committed before it and Spark's log too."""
+    return report_failure(args, code, line, mirrored_versions=mirrored, spark_log=spark_log)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import socket
 import sys
@@ -93,3 +94,12 @@ def child_stderr_to_log() -> str:
     log.close()
     sys.stderr = os.fdopen(original, "w", buffering=1)
     return log.name
+
+
+def report_failure(args: argparse.Namespace, code: int, line: str, **report: object) -> int:
+    """One line on stderr; with --json the same failure, and `report`'s fields, as one JSON document on
+    stdout. Returns the exit code."""
+    print(f"dvmirror: {line}", file=sys.stderr)
+    if getattr(args, "json", False):
+        print(json.dumps({"ok": False, "exit_code": code, "error": line, **report}, indent=2))
+    return code

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 import traceback
 from dataclasses import asdict
 from typing import Any
@@ -21,6 +20,7 @@ from dv_assets.mirror.cli_args import (
     add_catalog_arguments,
     check_catalog_reachable,
     internal_error_line,
+    report_failure,
     settings_from,
 )
 from dv_assets.mirror.delta.paths import table_root_of
@@ -71,11 +71,11 @@ def run_status(args: argparse.Namespace) -> int:
         check_catalog_reachable(settings.catalog)
         statuses = [table_status(settings.catalog, name, args.delta) for name in args.tables]
     except MirrorInputError as err:
-        return _fail(args, EXIT_BAD_INPUT, err.one_line())
+        return report_failure(args, EXIT_BAD_INPUT, err.one_line())
     except Exception as err:  # a catalog or storage failure: one line, the traceback only when debugging
         if debug:
             traceback.print_exc()
-        return _fail(args, EXIT_INTERNAL_ERROR, internal_error_line(err, None))
+        return report_failure(args, EXIT_INTERNAL_ERROR, internal_error_line(err, None))
     if args.json:
         tables = [{**asdict(s), "up_to_date": s.up_to_date} for s in statuses]
         print(json.dumps({"ok": True, "tables": tables}, indent=2))
@@ -140,11 +140,3 @@ def status_text(status: MirrorStatus) -> str:
 
 def _or_none(value: object) -> str:
     return "none" if value is None else str(value)
-
-
-def _fail(args: argparse.Namespace, code: int, line: str) -> int:
-    """One line on stderr; with --json the same failure on stdout."""
-    print(f"dvmirror: {line}", file=sys.stderr)
-    if args.json:
-        print(json.dumps({"ok": False, "exit_code": code, "error": line}, indent=2))
-    return code

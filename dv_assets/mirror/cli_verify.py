@@ -34,6 +34,7 @@ from dv_assets.mirror.cli_args import (
     child_stderr_to_log,
     internal_error_line,
     pyiceberg_reads,
+    report_failure,
     settings_from,
 )
 from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorInputError
@@ -194,11 +195,13 @@ def run_verify(args: argparse.Namespace) -> int:
         verification = verify_mirror(args, settings, spark)
     except MirrorInputError as err:
         spark.remove_log()  # the line says what is wrong with the input
-        return _fail(args, EXIT_BAD_INPUT, err.one_line(), None)
+        return report_failure(args, EXIT_BAD_INPUT, err.one_line(), spark_log=None)
     except Exception as err:  # a catalog, storage or Spark failure: one line, the traceback when debugging
         if debug:
             traceback.print_exc()
-        return _fail(args, EXIT_INTERNAL_ERROR, internal_error_line(err, spark.log), spark.log)
+        return report_failure(
+            args, EXIT_INTERNAL_ERROR, internal_error_line(err, spark_log=spark.log), spark.log
+        )
     spark.remove_log()  # kept (and named) only after an internal error, which it may explain
     if args.json:
         print(json.dumps(_report(verification), indent=2))
@@ -217,11 +220,3 @@ def _report(verification: Verification) -> dict[str, Any]:
         "snapshot_id": verification.snapshot_id,
         "checks": [asdict(check) for check in verification.checks],
     }
-
-
-def _fail(args: argparse.Namespace, code: int, line: str, spark_log: str | None) -> int:
-    """One line on stderr; with --json the same failure on stdout."""
-    print(f"dvmirror: {line}", file=sys.stderr)
-    if args.json:
-        print(json.dumps({"ok": False, "exit_code": code, "error": line, "spark_log": spark_log}, indent=2))
-    return code
