@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from dv_assets.mirror.errors import UnsupportedFeatureError
@@ -180,4 +181,107 @@ def test_variant_is_refused_by_name(spark, catalog, tmp_path: Path) -> None:
         err = raised.value
         assert (err.table, err.version) == (str(root), 0), err.one_line()
         assert "variantType (VARIANT columns are not mirrored: pyiceberg 0.12" in err.reason, err.reason
+        assert not catalog.pyiceberg_catalog().table_exists(name)
+
+
+# Filters on the widened partition column and struct field: each matches rows of the files written before
+# the widenings (int partition values and bounds in their manifests) and of the files written after.
+NESTED_FILTERS = ["p >= 1", "p > 3000000000", "s.x >= 15 AND s.x < 20", "s.x > 3000000000"]
+
+
+@pytest.mark.slow
+def test_widening_of_a_partition_column_and_nested_fields(spark, catalog, tmp_path: Path) -> None:
+    """Delta Spark 4.4 widens a partition column (`p`), a struct field (`s.x`), a list element
+    (`a.element`) and a map value (`m.value`) int → long: each an Iceberg promotion on its field id (the
+    identity partition keeps its spec; old manifests hold int partition values), every version of both
+    formats read back by Iceberg Java, DuckDB and pyiceberg, and filtered reads on `p` and `s.x` (pruned
+    by the old files' int partition values and bounds) equal Delta's."""
+    root = tmp_path / "nested widening"
+    ref = delta_ref(root)
+    widening = tblproperties(**{"delta.enableTypeWidening": "true"})
+    spark.sql(
+        f"CREATE TABLE {ref} (id INT, p INT, s STRUCT<x: INT, y: STRING>, a ARRAY<INT>, m MAP<STRING, INT>) "
+        f"USING delta PARTITIONED BY (p) TBLPROPERTIES ({widening})"
+    )
+    spark.sql(
+        f"INSERT INTO {ref} SELECT /*+ REPARTITION(1) */ CAST(id AS INT), CAST(id % 2 AS INT), "
+        "named_struct('x', CAST(id AS INT), 'y', concat('y', id)), array(CAST(id AS INT), 7), "
+        "map('k', CAST(id AS INT)) FROM range(0, 40) t(id)"
+    )
+    spark.sql(f"DELETE FROM {ref} WHERE id % 7 = 0")  # a DV in each partition
+    for column in ("p", "s.x", "a.element", "m.value"):
+        spark.sql(f"ALTER TABLE {ref} CHANGE COLUMN {column} TYPE BIGINT")
+    spark.sql(
+        f"INSERT INTO {ref} SELECT /*+ REPARTITION(1) */ CAST(id AS INT), 3000000000 + id % 2, "
+        "named_struct('x', 3000000000 + id, 'y', concat('w', id)), array(3000000000 + id), "
+        "map('k', 3000000000 + id) FROM range(100, 120) t(id)"
+    )
+    spark.sql(f"UPDATE {ref} SET s = named_struct('x', s.x + 1, 'y', s.y) WHERE id % 5 = 1")  # old and new
+    spark.sql(f"DELETE FROM {ref} WHERE id % 4 = 2")
+    latest = latest_version(root)
+    assert latest == 9
+    schema = spark.read.format("delta").load(str(root)).schema
+    assert schema.simpleString() == (
+        "struct<id:int,p:bigint,s:struct<x:bigint,y:string>,a:array<bigint>,m:map<string,bigint>>"
+    )
+    mirrors = mirror_both(spark, root, "nested_widening", split_at=[2, 4])
+    compared = assert_mirrors_match(
+        spark, catalog, root, mirrors, label="nested widening", pyiceberg_every_version=True
+    )
+    assert compared == 2 * (latest + 1)
+    delta = (
+        spark.read.format("delta").option("versionAsOf", latest).load(str(root)).localCheckpoint(eager=True)
+    )
+    for m in mirrors:
+        table = catalog.pyiceberg_catalog().load_table(m.table_name)
+        types = {f.name: str(f.field_type) for f in table.schema().fields}
+        assert types == {
+            "id": "int",
+            "p": "long",
+            "s": "struct<6: x: optional long, 7: y: optional string>",
+            "a": "list<long>",
+            "m": "map<string, long>",
+        }, (m.table_name, types)
+        assert [(f.source_id, str(f.transform)) for f in table.spec().fields] == [(2, "identity")]
+        assert len(table.specs()) == 1
+        for predicate in NESTED_FILTERS:
+            want = sorted_rows(delta.where(predicate).toArrow().to_pylist())
+            assert want, predicate
+            for reader, rows in filtered_reads(
+                spark, catalog, m.table_name, m.snapshots[latest], predicate
+            ).items():
+                assert rows == want, (m.table_name, predicate, reader)
+
+
+def test_shredded_variant_is_refused_by_name(spark, catalog, tmp_path: Path) -> None:
+    """Delta Spark 4.4 writes shredded variant files (`delta.enableVariantShredding`: the reader feature
+    `variantShredding-preview`, Parquet `typed_value` groups beside `metadata`/`value`); the mirror refuses
+    the table by name at version 0, in both formats, and creates no Iceberg table."""
+    root = tmp_path / "shredded"
+    ref = delta_ref(root)
+    spark.sql(
+        f"CREATE TABLE {ref} (id INT, v VARIANT) USING delta "
+        f"TBLPROPERTIES ({tblproperties(**{'delta.enableVariantShredding': 'true'})})"
+    )
+    spark.sql(
+        f"INSERT INTO {ref} SELECT /*+ REPARTITION(1) */ CAST(id AS INT), "
+        "parse_json(concat('{\"a\": ', id, '}')) FROM range(0, 20) t(id)"
+    )
+    assert reader_features_by_version(root)[0] == [
+        "deletionVectors",
+        "variantShredding-preview",
+        "variantType",
+    ]
+    (data_file,) = root.glob("*.parquet")
+    variant = pq.ParquetFile(data_file).schema_arrow.field("v").type
+    assert [variant.field(i).name for i in range(variant.num_fields)] == ["metadata", "value", "typed_value"]
+    for fmt in (3, 2):
+        name = f"gen.shredded_v{fmt}"
+        with pytest.raises(UnsupportedFeatureError) as raised:
+            sync_table(spark, root, name, format_version=fmt)
+        err = raised.value
+        assert (err.table, err.version) == (str(root), 0), err.one_line()
+        assert "variantShredding-preview (VARIANT columns are not mirrored: pyiceberg 0.12" in err.reason
+        assert "shredded variant files are not verified with any Iceberg reader either" in err.reason
+        assert "variantType (VARIANT columns" in err.reason
         assert not catalog.pyiceberg_catalog().table_exists(name)
