@@ -4,10 +4,12 @@ partition range in one run (the sensor's backlog), every version recorded and ch
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import dagster as dg
 import pytest
 
+from dv_assets.defs.iceberg.freshness import MIRROR_LAG_CHECK
 from dv_assets.defs.partition_events import RECORDED_AGAIN
 from dv_assets.defs.sensors import mirror_range_request
 from dv_assets.defs.status_metadata import LAG_SECONDS, LAG_VERSIONS
@@ -34,6 +36,13 @@ from tests.helpers.dagster import (
     recorded_materializations,
     resources,
     run_materializations,
+)
+from tests.helpers.delta_histories import delta_ref, fast_spark, latest_version, tblproperties
+from tests.helpers.readers import (
+    delta_spark_rows,
+    iceberg_java_rows,
+    pyiceberg_rows,
+    snapshots_by_delta_version,
 )
 
 CHECKS = ["metadata_row_count_matches", "one_dv_per_data_file", "row_count_matches"]
@@ -417,3 +426,79 @@ def test_the_metadata_row_count_check_refuses_files_without_num_records(spark, c
     )
     assert "delta_rows_from_log" not in refused["1"].metadata
     assert refused["1"].metadata["iceberg_rows_from_summary"].value == 8
+
+
+@pytest.mark.spark
+def test_a_widened_table_mirrors_and_a_refused_widening_fails_the_run(spark, catalog, tmp_path: Path) -> None:
+    """Type widening through the asset (issue 19): a Delta Spark table whose v3 widens `i` int → long, with
+    DVs before and after, is mirrored in one run, its checks passing, each version's recorded schema its
+    own. A float → double widening (v5, refused: pyiceberg and DuckDB filter the old floats wrongly) fails
+    the next run with the table, version, column and reason as the failure's description and metadata;
+    nothing is committed, v4 stays the asset's latest materialization, and the lag check says the mirror
+    is one version behind."""
+    root = tmp_path / "widened"
+    ref = delta_ref(root)
+    with fast_spark(spark):
+        spark.sql(
+            f"CREATE TABLE {ref} (id INT, i INT, f FLOAT) USING delta "
+            f"TBLPROPERTIES ({tblproperties(**{'delta.enableTypeWidening': 'true'})})"
+        )
+        spark.sql(
+            f"INSERT INTO {ref} SELECT /*+ REPARTITION(1) */ CAST(id AS INT), CAST(id AS INT), "
+            "CAST(id AS FLOAT) / 4 FROM range(0, 30) t(id)"
+        )
+        spark.sql(f"DELETE FROM {ref} WHERE id % 7 = 0")
+        spark.sql(f"ALTER TABLE {ref} CHANGE COLUMN i TYPE BIGINT")
+        spark.sql(f"UPDATE {ref} SET i = i + 3000000000 WHERE id % 5 = 1")  # a DV on the narrow file
+    assert latest_version(root) == 4
+    source = make_source(root)
+    built = build_source(source)
+    key = source.mirror_asset_key
+    with dg.instance_for_test() as instance:
+        run = materialize_version(built, catalog, instance, 4)
+        assert checks_by_partition(run) == checked_in_run(range(5), 4)
+        mirrored = materializations(run, key)
+        column_types = {
+            v: {c.name: c.type for c in mirrored[str(v)]["dagster/column_schema"].columns} for v in (2, 4)
+        }
+        assert column_types == {
+            2: {"id": "int", "i": "int", "f": "float"},
+            4: {"id": "int", "i": "long", "f": "float"},
+        }
+        snapshots = snapshots_by_delta_version(catalog, source.iceberg_table)
+        for version in (2, 4):
+            delta = delta_spark_rows(spark, str(root), version)
+            assert iceberg_java_rows(spark, source.iceberg_table, snapshots[version]) == delta, version
+            assert pyiceberg_rows(catalog, source.iceberg_table, snapshots[version]) == delta, version
+        assert max(r["i"] for r in delta) == 3000000026
+
+        with fast_spark(spark):
+            spark.sql(f"ALTER TABLE {ref} CHANGE COLUMN f TYPE DOUBLE")
+        failed = materialize_version(built, catalog, instance, 5, raise_on_error=False)
+        assert not failed.success
+        (failure,) = failed.get_step_failure_events()
+        refusal = failure.step_failure_data.user_failure_data
+        assert refusal is not None, failure.step_failure_data.error
+        description = refusal.description or ""
+        assert description.startswith(f"table {root}, version 5: column 'f' was widened from float to double")
+        assert "pyiceberg 0.12 and DuckDB 1.5.5 filter the old files' floats" in description
+        assert {k: v.value for k, v in refusal.metadata.items() if k != "refusal_reason"} == {
+            "refused_delta_table": str(root),
+            "refused_delta_version": 5,
+        }
+        assert description.endswith(refusal.metadata["refusal_reason"].value)
+        assert run_materializations(failed, key) == []
+        assert max(snapshots_by_delta_version(catalog, source.iceberg_table)) == 4
+        assert latest_materialization(instance, key) == ("4", 4)
+        # Its checks did not run (the UI shows them skipped).
+        skipped = dict.fromkeys(CHECKS, "PLANNED")
+        assert recorded_check_status(instance, key, CHECKS, ["5"]) == {"5": skipped}
+
+        # The version sensor's next tick (no JVM) records the lag and reports the lag check.
+        tick = evaluate_sensor(definitions([source], catalog), source.version_sensor_name, instance, None)
+        (lag,) = [e for e in tick.asset_events if isinstance(e, dg.AssetObservation)]
+        assert lag.metadata[LAG_VERSIONS].value == 1
+        (check,) = [e for e in tick.asset_events if isinstance(e, dg.AssetCheckEvaluation)]
+        assert check.check_name == MIRROR_LAG_CHECK
+        assert (check.description or "").startswith("1 version(s) behind (Delta 5..5 not mirrored)")
+        assert check.metadata[LAG_VERSIONS].value == 1

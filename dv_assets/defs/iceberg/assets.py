@@ -40,6 +40,7 @@ from dv_assets.defs.table_metadata import iceberg_snapshot_metadata
 from dv_assets.mirror import (
     IcebergJava,
     MirrorConflictError,
+    MirrorInputError,
     MirrorStatus,
     MirrorTable,
     Snapshot,
@@ -98,6 +99,18 @@ def standard_metadata(mirror: MirrorTable, source: DeltaSource, snapshot_ids: li
     """Snapshot id → Dagster's table metadata (dagster/row_count, dagster/column_schema,
     dagster/table_name) from the Iceberg metadata."""
     return {i: iceberg_snapshot_metadata(mirror, i, source.spark_table) for i in snapshot_ids}
+
+
+def refusal_metadata(err: MirrorInputError) -> dict[str, dg.MetadataValue]:
+    """Where and why the mirror refused to go on: the parts of `err` it knows."""
+    metadata: dict[str, dg.MetadataValue] = {"refusal_reason": dg.MetadataValue.text(err.reason)}
+    if err.table is not None:
+        metadata["refused_delta_table"] = dg.MetadataValue.path(err.table)
+    if err.version is not None:
+        metadata["refused_delta_version"] = dg.MetadataValue.int(err.version)
+    if err.file is not None:
+        metadata["refused_file"] = dg.MetadataValue.path(err.file)
+    return metadata
 
 
 def _versions_text(versions: list[int]) -> str:
@@ -254,6 +267,12 @@ def build_iceberg_mirror_asset(
                 if isinstance(err, MirrorConflictError):
                     # Another run wrote the table meanwhile (runs of one table share the pool `source.pool`).
                     raise dg.Failure(description=err.one_line(), allow_retries=True) from None
+                if isinstance(err, MirrorInputError):
+                    # A refusal (a feature or file the mirror cannot reproduce exactly) is the same on
+                    # every retry; its table, version, file and reason as metadata the run page shows.
+                    raise dg.Failure(
+                        description=err.one_line(), metadata=refusal_metadata(err), allow_retries=False
+                    ) from None
                 raise
         by_version = {r.delta_version: r for r in mirrored}
         absent = [v for v in versions if v not in by_version and v not in existing]
