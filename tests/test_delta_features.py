@@ -2,7 +2,8 @@
 is mirrored in both formats and every version read back by Iceberg Java (Spark), DuckDB and pyiceberg.
 
 Refusals of features the mirror does not read (catalogManaged, unknown ones) are unit tests on
-hand-written logs in tests/test_delta_replay.py.
+hand-written logs in tests/test_delta_replay.py. The same features through the `dvmirror` CLI:
+tests/test_cli_features.py; through the Dagster asset: tests/test_dagster_assets.py.
 """
 
 from __future__ import annotations
