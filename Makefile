@@ -99,7 +99,7 @@ test-long: setup
 # and Dagster sensor: Delta commit -> Iceberg snapshot); those alone: `.venv/bin/python benchmarks/bench.py
 # --only freshness` (a few minutes).
 bench: setup
-	$(BIN)/python benchmarks/bench.py
+	$(BIN)/python benchmarks/bench.py --million
 
 # The long fault suite (races for many rounds, forced interleavings at every version); not part of `make test`.
 test-faults: setup
