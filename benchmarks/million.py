@@ -181,7 +181,8 @@ def million_figures(tmp: Path, files: int, repeats: int = 3) -> list[Figure | Un
         )
         return [
             Unmeasured(
-                f"first version of a {files:,}-file table", f"the sync failed: {tail.splitlines()[-1]}"
+                f"first version of a {files:,}-file table",
+                f"the sync failed: {(tail.splitlines() or ['no output'])[-1]}",
             )
         ]
     measured = json.loads(child.stdout.strip().splitlines()[-1])

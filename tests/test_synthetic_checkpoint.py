@@ -7,7 +7,9 @@ import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
+from benchmarks.million import CHECKPOINT_VERSION, build, check_with_delta_rs
 from dv_assets.mirror.delta.replay import DeltaTable
 from tests.helpers.delta_log import DELTA_SPARK_CHECKPOINT_SCHEMA, SyntheticTable, assert_matches_delta_rs
 from tests.helpers.paths import DELTA_FIXTURES
@@ -51,3 +53,18 @@ def test_linked_files_checkpoint_and_cleanup_read_as_delta_rs_reads_them(tmp_pat
     }
     assert_matches_delta_rs(delta, table.root, 4)
     assert os.path.samefile(table.root / table.files[5], table.root / table.files[29])
+
+
+def test_the_million_bench_table_is_checked_with_delta_rs(tmp_path: Path) -> None:
+    """benchmarks/million.py's table, at 300 files: delta-rs reads what the builder meant, and the check
+    fails on a file count or a deleted-row count that is off."""
+    root = tmp_path / "t"
+    deleted = build(root, 300, repeats=2)
+    latest = CHECKPOINT_VERSION + 2
+    assert DeltaTable(root).oldest_version() == CHECKPOINT_VERSION
+    assert len(deleted) == 100 and sum(deleted.values()) == 20 * 20 + 80 * 10
+    check_with_delta_rs(root, 300, latest, deleted)
+    with pytest.raises(AssertionError, match="files"):
+        check_with_delta_rs(root, 301, latest, deleted)
+    with pytest.raises(AssertionError, match="deleted rows"):
+        check_with_delta_rs(root, 300, latest, {**deleted, next(iter(deleted)): 11})
