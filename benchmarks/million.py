@@ -11,10 +11,11 @@ cleanup does once they pass the log retention, so the table's oldest version is 
 sync stats every added file, and takes row counts from the stats' numRecords). delta-rs must read the
 file count and every file's deleted rows the builder meant, or the bench fails.
 
-Then, in a process of its own whose JVM heap is capped at HEAP (Spark start-up excluded from every time):
-the first version of the big table (the checkpoint's, mirrored whole) after a warm-up on the small one,
-with its peak driver memory (Python peak RSS + JVM peak heap use), and each later 10-file DELETE version
-in a run of its own (a new `sync_table` call, the mirror at the version before), at both sizes.
+Then, in a process of its own whose JVM heap is capped at HEAP, the first version of the big table (the
+checkpoint's, mirrored whole) after a warm-up on the small one, with its peak driver memory (Python peak
+RSS + JVM peak heap use); and in another, of the default heap (the cap would add garbage collection to a
+time figure), each later 10-file DELETE version in a run of its own (a new `sync_table` call in the
+running session, the mirror at the version before), at both sizes. Spark start-up is excluded.
 """
 
 from __future__ import annotations
@@ -100,22 +101,42 @@ def _check_mirror(spark, table: str, files: int, deleted: dict[str, int]) -> Non
         raise AssertionError(f"the mirror {table} holds {got}, not {wanted}")
 
 
-def _child(tmp: Path, files: int, repeats: int) -> None:
-    """In the capped process: the measurements, as one JSON line on stdout."""
-    settings = MirrorSettings.resolve(catalog=CatalogConfig.under(tmp / "iceberg"))
-    spark = get_or_create_spark(settings)
-    tables = {SMALL_FILES: ("bench.small", tmp / "small"), files: ("bench.million", tmp / "million")}
-    expected = json.loads((tmp / "deleted.json").read_text())
+def _tables(tmp: Path, files: int) -> dict[int, tuple[str, Path]]:
+    return {SMALL_FILES: ("bench.small", tmp / "small"), files: ("bench.million", tmp / "million")}
+
+
+def _first_version(tmp: Path, files: int) -> dict:
+    """In the heap-capped process: the big table's first version after a warm-up on the small one."""
+    spark = get_or_create_spark(MirrorSettings.resolve(catalog=CatalogConfig.under(tmp / "iceberg")))
+    tables = _tables(tmp, files)
     name, root = tables[SMALL_FILES]
     sync_table(spark, root, name, until_version=CHECKPOINT_VERSION)  # warm-up: the JVM's first version
     name, root = tables[files]
     reset_peaks(spark)
     began = time.monotonic()
     result = sync_table(spark, root, name, until_version=CHECKPOINT_VERSION)
-    first_seconds = time.monotonic() - began
+    seconds = time.monotonic() - began
     python_peak, jvm_peak = peaks(spark)
     (first,) = result.versions
-    alone: dict[int, list[float]] = {SMALL_FILES: [], files: []}
+    spark.stop()
+    return {
+        "seconds": seconds,
+        "version_seconds": first.seconds,
+        "python_peak": python_peak,
+        "jvm_peak": jvm_peak,
+    }
+
+
+def _runs_of_their_own(tmp: Path, files: int, repeats: int) -> dict:
+    """In a process of the default heap, the mirrors at CHECKPOINT_VERSION: each later version in a
+    run of its own at both sizes (alternating), then the mirrors' contents checked."""
+    spark = get_or_create_spark(MirrorSettings.resolve(catalog=CatalogConfig.under(tmp / "iceberg")))
+    tables = _tables(tmp, files)
+    expected = json.loads((tmp / "deleted.json").read_text())
+    # Warm-up: a fresh JVM's first syncs load and compile what every later one uses.
+    sync_table(spark, tables[SMALL_FILES][1], "bench.warm_up", until_version=CHECKPOINT_VERSION)
+    sync_table(spark, tables[SMALL_FILES][1], "bench.warm_up")
+    alone: dict[int, list[float]] = {size: [] for size in tables}
     for version in range(CHECKPOINT_VERSION + 1, CHECKPOINT_VERSION + 1 + repeats):
         for size, (name, root) in tables.items():
             began = time.monotonic()
@@ -128,20 +149,30 @@ def _child(tmp: Path, files: int, repeats: int) -> None:
     wanted_rows = SMALL_FILES * ROWS_PER_FILE - sum(expected[str(SMALL_FILES)].values())
     if small_rows != wanted_rows:
         raise AssertionError(f"Iceberg Java counts {small_rows} rows in the small mirror, not {wanted_rows}")
-    measured = {
-        "first_seconds": first_seconds,
-        "first_version_seconds": first.seconds,
-        "python_peak": python_peak,
-        "jvm_peak": jvm_peak,
-        "alone_small": alone[SMALL_FILES],
-        "alone_big": alone[files],
-    }
-    print(json.dumps(measured))
+    heap = spark.sparkContext.getConf().get("spark.driver.memory")
     spark.stop()
+    return {"small": alone[SMALL_FILES], "big": alone[files], "heap": heap}
+
+
+def _run_child(root: Path, part: str, files: int, repeats: int, env: dict[str, str]) -> dict | str:
+    """A measuring process: its JSON line, or why it failed (printed with its output's tail)."""
+    command = [sys.executable, __file__, "--child", str(root), "--part", part, "--files", str(files)]
+    began = time.monotonic()
+    child = subprocess.run([*command, "--repeats", str(repeats)], env=env, capture_output=True, text=True)
+    if child.returncode == 0:
+        return json.loads(child.stdout.strip().splitlines()[-1])
+    tail = (child.stderr or child.stdout).strip().splitlines()[-30:]
+    print(f"  the {part} process failed (exit {child.returncode}) after {time.monotonic() - began:.0f} s:")
+    print("\n".join(tail))
+    return f"the sync failed: {(tail or ['no output'])[-1]}"
+
+
+def _ms(seconds: list[float]) -> str:
+    return ", ".join(f"{s * 1000:.0f}" for s in seconds)
 
 
 def million_figures(tmp: Path, files: int, repeats: int = 3) -> list[Figure | Unmeasured]:
-    """Build both tables (timed), check them with delta-rs, measure in a capped child process."""
+    """Build both tables (timed), check them with delta-rs, measure in two processes of their own."""
     root = tmp / "million"
     root.mkdir()
     began = time.monotonic()
@@ -160,56 +191,32 @@ def million_figures(tmp: Path, files: int, repeats: int = 3) -> list[Figure | Un
         f"as built in {checked:.1f} s"
     )
     (root / "deleted.json").write_text(json.dumps({str(size): d for size, d in expected.items()}))
-    env = {**os.environ, "DVMIRROR_SPARK_DRIVER_MEMORY": HEAP}
-    command = [
-        sys.executable,
-        __file__,
-        "--child",
-        str(root),
-        "--files",
-        str(files),
-        "--repeats",
-        str(repeats),
-    ]
-    began = time.monotonic()
-    child = subprocess.run(command, env=env, capture_output=True, text=True)
-    if child.returncode != 0:
-        tail = "\n".join((child.stderr or child.stdout).strip().splitlines()[-30:])
-        print(
-            f"  the measuring process failed (exit {child.returncode}) after "
-            f"{time.monotonic() - began:.0f} s:\n{tail}"
-        )
-        return [
-            Unmeasured(
-                f"first version of a {files:,}-file table",
-                f"the sync failed: {(tail.splitlines() or ['no output'])[-1]}",
-            )
-        ]
-    measured = json.loads(child.stdout.strip().splitlines()[-1])
-    small, big = statistics.median(measured["alone_small"]), statistics.median(measured["alone_big"])
-    peak = measured["python_peak"] + measured["jvm_peak"]
+    first_name = f"first version of a {files:,}-file table"
+    alone_name = f"a 10-file DELETE version in a run of its own, {files:,} vs {SMALL_FILES} files"
+    figures: list[Figure | Unmeasured] = []
+    first = _run_child(root, "first", files, repeats, {**os.environ, "DVMIRROR_SPARK_DRIVER_MEMORY": HEAP})
+    if isinstance(first, str):
+        return [Unmeasured(first_name, first), Unmeasured(alone_name, "the first version failed")]
+    peak = first["python_peak"] + first["jvm_peak"]
     print(
-        f"  first version of {files:,} files: {measured['first_seconds']:.1f} s (the version itself "
-        f"{measured['first_version_seconds']:.1f} s); Python peak RSS "
-        f"{measured['python_peak'] / 2**20:.0f} MiB, "
-        f"JVM peak heap {measured['jvm_peak'] / 2**20:.0f} MiB (heap capped at {HEAP})"
+        f"  first version of {files:,} files: {first['seconds']:.1f} s (the version itself "
+        f"{first['version_seconds']:.1f} s); Python peak RSS {first['python_peak'] / 2**20:.0f} MiB, "
+        f"JVM peak heap {first['jvm_peak'] / 2**20:.0f} MiB (heap capped at {HEAP})"
     )
-    print(
-        f"  a 10-file DELETE version in a run of its own, median of {repeats}: {small * 1000:.0f} ms at "
-        f"{SMALL_FILES} files ({', '.join(f'{s * 1000:.0f}' for s in measured['alone_small'])}), "
-        f"{big * 1000:.0f} ms at {files:,} ({', '.join(f'{s * 1000:.0f}' for s in measured['alone_big'])})"
-    )
-    return [
-        Figure(f"first version of a {files:,}-file table", measured["first_seconds"], "s", 60.0, True),
+    figures += [
+        Figure(first_name, first["seconds"], "s", 60.0, True),
         Figure(f"peak driver memory, first version of {files:,} files", peak / 2**30, "GiB", 2.0, True),
-        Figure(
-            f"a 10-file DELETE version in a run of its own, {files:,} vs {SMALL_FILES} files",
-            big / small,
-            "x",
-            1.5,
-            True,
-        ),
     ]
+    alone = _run_child(root, "alone", files, repeats, dict(os.environ))
+    if isinstance(alone, str):
+        return [*figures, Unmeasured(alone_name, alone)]
+    small, big = statistics.median(alone["small"]), statistics.median(alone["big"])
+    print(
+        f"  a 10-file DELETE version in a run of its own (heap {alone['heap']}), median of {repeats}: "
+        f"{small * 1000:.0f} ms at {SMALL_FILES} files ({_ms(alone['small'])}), {big * 1000:.0f} ms at "
+        f"{files:,} ({_ms(alone['big'])})"
+    )
+    return [*figures, Figure(alone_name, big / small, "x", 1.5, True)]
 
 
 def main() -> None:
@@ -217,9 +224,13 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=1_000_000, help="files of the big table")
     parser.add_argument("--repeats", type=int, default=3, help="10-file DELETE versions measured alone")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--part", choices=["first", "alone"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
-        _child(args.child, args.files, args.repeats)
+        if args.part == "first":
+            print(json.dumps(_first_version(args.child, args.files)))
+        else:
+            print(json.dumps(_runs_of_their_own(args.child, args.files, args.repeats)))
         return
     with tempfile.TemporaryDirectory(prefix="dvmirror-million-") as name:
         figures = million_figures(Path(name), args.files, args.repeats)
