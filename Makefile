@@ -97,9 +97,11 @@ test-long: setup
 # The scale figures of issue 9, each next to its target (synthetic tables; takes a while); not part of `make test`.
 # Then the freshness figures of issue 17 (status / no-op sync wall time, sync vs Spark start-up, follow mode
 # and Dagster sensor: Delta commit -> Iceberg snapshot); those alone: `.venv/bin/python benchmarks/bench.py
-# --only freshness` (a few minutes).
+# --only freshness` (a few minutes). Then issue 18's: the mirror vs Iceberg's own merge-on-read DELETE at 400
+# and 10,000 touched files (`--only iceberg`), and, with `--million`, the million-file figures
+# (benchmarks/million.py; about 10 minutes on 2 cores, the table built from hard links in about a minute).
 bench: setup
-	$(BIN)/python benchmarks/bench.py
+	$(BIN)/python benchmarks/bench.py --million
 
 # The long fault suite (races for many rounds, forced interleavings at every version); not part of `make test`.
 test-faults: setup

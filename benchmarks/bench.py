@@ -42,6 +42,8 @@ from pyspark.sql import SparkSession
 
 from benchmarks.figures import Figure, Unmeasured
 from benchmarks.freshness import freshness_figures
+from benchmarks.iceberg_side_by_side import iceberg_side_by_side_figures
+from benchmarks.million import million_figures
 from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.factory import build_definitions
 from dv_assets.defs.iceberg.checks import CHECK_NAMES, ONE_DV
@@ -376,7 +378,14 @@ def main() -> None:
     parser.add_argument("--dvs", type=int, default=10_000, help="DVs of the v3 bytes-per-second version")
     parser.add_argument("--memory-dvs", type=int, default=100_000, help="DVs of the memory version")
     parser.add_argument("--backlog", type=int, default=200, help="versions of the Dagster backlog run")
-    parser.add_argument("--only", choices=["backlog", "freshness"], help="measure these figures only")
+    parser.add_argument(
+        "--only", choices=["backlog", "freshness", "iceberg", "million"], help="measure these figures only"
+    )
+    parser.add_argument(
+        "--million", action="store_true", help="also the million-file figures (benchmarks/million.py)"
+    )
+    parser.add_argument("--million-files", type=int, default=1_000_000, help="files of the million table")
+    parser.add_argument("--repeats", type=int, default=3, help="repetitions of the issue-18 figures (median)")
     parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.memory_child is not None:
@@ -401,6 +410,10 @@ def main() -> None:
             figures += backlog_in_one_run(settings, tmp, args.backlog)
         if args.only in (None, "freshness"):
             figures += freshness_figures(spark, settings, tmp)
+        if args.only in (None, "iceberg"):
+            figures += iceberg_side_by_side_figures(spark, tmp, args.repeats)
+        if (args.only is None and args.million) or args.only == "million":
+            figures += million_figures(tmp, args.million_files, args.repeats)
         print()
         for figure in figures:
             print(figure.line())

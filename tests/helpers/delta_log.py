@@ -3,7 +3,8 @@
 * actions and commits: `add`, `remove`, `dv`, `info`, `base_commit` (PROTOCOL, METADATA), `write_log`,
   `read_commit`;
 * `SyntheticTable`: a table of real Parquet data files and DV files, grown by DELETEs (also the tables
-  of `benchmarks/`, which import this module);
+  of `benchmarks/`, which import this module); at a million files its data files can be hard links to a
+  few real ones, and it writes Delta Spark's classic checkpoint and cleans up the commits before it;
 * checkpoints (classic, multi-part, V2 with sidecars): CHECKPOINT_SCHEMA, `checkpoint_rows`,
   `write_parquet`, `checkpointed_log`;
 * replay checks: a range of VersionChanges, applied in order, must give the same file sets as replaying
@@ -15,6 +16,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import os
 import shutil
 import uuid
 from collections.abc import Callable, Iterable
@@ -130,6 +132,10 @@ def base_commit(*adds: dict) -> list[dict]:
 # --- synthetic tables: real data files and DV files (the benchmarks' tables too) ---------------------------
 
 
+HARD_LINKS_PER_FILE = 60_000  # ext4 allows 65,000 names per inode
+CHECKPOINT_BATCH = 100_000  # adds per row group of a written checkpoint
+
+
 class SyntheticTable:
     """A Delta table of identical Parquet files (one template's bytes, a column `id` of `rows_per_file`
     rows), with DV files laid out as Delta's PROTOCOL.md says, written without Spark. `benchmarks/` builds
@@ -146,6 +152,9 @@ class SyntheticTable:
         self.version = -1
         self.files: list[str] = []
         self.dvs: dict[str, dict] = {}  # data file -> its current DV descriptor
+        self.metadata: dict = {}
+        self._link_target: Path | None = None  # the real file new hard links name, and its link count
+        self._links = 0
 
     def _commit(self, actions: list[dict]) -> int:
         self.version += 1
@@ -155,17 +164,29 @@ class SyntheticTable:
     def _add(self, name: str, dv_: dict | None) -> dict:
         return add(name, dv_, rows=self.rows, size=len(self.content))
 
-    def _new_file(self) -> dict:
+    def _new_file(self, *, linked: bool = False) -> dict:
+        """A new data file of the template's bytes; `linked`: a hard link to an earlier such file (the
+        same bytes and size, no inode or data block of its own), at most HARD_LINKS_PER_FILE names each."""
         name = f"part-{uuid.uuid4()}.parquet"
-        (self.root / name).write_bytes(self.content)
+        path = self.root / name
+        if linked and self._link_target is not None and self._links < HARD_LINKS_PER_FILE:
+            os.link(self._link_target, path)
+            self._links += 1
+        else:
+            path.write_bytes(self.content)
+            if linked:
+                self._link_target, self._links = path, 1
         self.files.append(name)
         return self._add(name, None)
 
-    def create(self, files: int) -> int:
-        """Version 0: the protocol and metadata (DVs enabled) and `files` data files."""
-        metadata = {**METADATA, "id": str(uuid.uuid4())}
-        actions = [info("WRITE"), {"protocol": PROTOCOL}, {"metaData": metadata}]
-        return self._commit(actions + [self._new_file() for _ in range(files)])
+    def create(self, files: int, *, real: int | None = None) -> int:
+        """Version 0: the protocol and metadata (DVs enabled) and `files` data files; with `real`, only
+        the first `real` have bytes of their own and the others are hard links (a bench's million files;
+        give DVs only to real ones)."""
+        self.metadata = {**METADATA, "id": str(uuid.uuid4())}
+        actions = [info("WRITE"), {"protocol": PROTOCOL}, {"metaData": self.metadata}]
+        adds = [self._new_file(linked=real is not None and i >= real) for i in range(files)]
+        return self._commit(actions + adds)
 
     def append(self, files: int = 1) -> int:
         """A blind append (WRITE) of `files` new data files; its version."""
@@ -195,6 +216,57 @@ class SyntheticTable:
         (self.root / f"deletion_vector_{dv_id}.bin").write_bytes(bytes(dv_bytes))
         actions += [self._new_file() for _ in range(append)]
         return self._commit(actions), len(dv_bytes) - 1
+
+    def write_checkpoint(self) -> Path:
+        """The classic single-file checkpoint of the current version, as Delta Spark writes it
+        (DELTA_SPARK_CHECKPOINT_SCHEMA: protocol, metaData, then one `add` per live file with dataChange
+        false, its stats JSON and its DV), and `_last_checkpoint` naming it. The adds are written
+        column by column, CHECKPOINT_BATCH rows per row group, so a million files costs seconds."""
+        log = self.root / "_delta_log"
+        path = log / f"{self.version:020d}.checkpoint.parquet"
+        schema = DELTA_SPARK_CHECKPOINT_SCHEMA
+        meta = {
+            **self.metadata,
+            "format": {"provider": "parquet", "options": []},
+            "configuration": list(self.metadata["configuration"].items()),
+        }
+        with pq.ParquetWriter(path, schema) as writer:
+            writer.write_table(pa.Table.from_pylist([{"protocol": PROTOCOL}, {"metaData": meta}], schema))
+            for first in range(0, len(self.files), CHECKPOINT_BATCH):
+                writer.write_table(self._checkpoint_adds(self.files[first : first + CHECKPOINT_BATCH]))
+        rows = len(self.files) + 2
+        last = {"version": self.version, "size": rows, "sizeInBytes": path.stat().st_size}
+        (log / "_last_checkpoint").write_text(json.dumps(last | {"numOfAddFiles": len(self.files)}))
+        return path
+
+    def _checkpoint_adds(self, names: list[str]) -> pa.Table:
+        schema = DELTA_SPARK_CHECKPOINT_SCHEMA
+        add_type = schema.field("add").type
+        count = len(names)
+        columns = {
+            "path": pa.array(names, pa.string()),
+            "partitionValues": pa.array([[]] * count, add_type.field("partitionValues").type),
+            "size": pa.array([len(self.content)] * count, pa.int64()),
+            "modificationTime": pa.array([1] * count, pa.int64()),
+            "dataChange": pa.array([False] * count, pa.bool_()),
+            "tags": pa.nulls(count, add_type.field("tags").type),
+            "deletionVector": pa.array(
+                [None if n not in self.dvs else {**self.dvs[n], "maxRowIndex": None} for n in names],
+                DV_TYPE,
+            ),
+            "stats": pa.array([json.dumps({"numRecords": self.rows})] * count, pa.string()),
+        }
+        adds = pa.StructArray.from_arrays(list(columns.values()), fields=list(add_type))
+        arrays = [adds if f.name == "add" else pa.nulls(count, f.type) for f in schema]
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    def clean_up_log(self) -> None:
+        """Delete the commits before the newest checkpoint, as Delta's log cleanup does once they pass
+        the log retention: the table's oldest version is then the checkpoint's."""
+        log = self.root / "_delta_log"
+        newest = max(int(p.name.split(".")[0]) for p in log.glob("*.checkpoint.parquet"))
+        for version in range(newest):
+            (log / f"{version:020d}.json").unlink(missing_ok=True)
 
 
 # --- checkpoints -----------------------------------------------------------------------------------------
@@ -272,6 +344,61 @@ CHECKPOINT_SCHEMA = pa.schema(
                 ]
             ),
         ),
+    ]
+)
+
+
+_STRING_MAP = pa.map_(pa.string(), pa.string())
+# The schema of the classic checkpoints Delta Spark writes (that of the shared fixtures'
+# basic-dv-with-checkpoint): stats as JSON only, removes with their extended file metadata.
+DELTA_SPARK_CHECKPOINT_SCHEMA = pa.schema(
+    [
+        ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])),
+        (
+            "add",
+            pa.struct(
+                [
+                    ("path", pa.string()),
+                    ("partitionValues", _STRING_MAP),
+                    ("size", pa.int64()),
+                    ("modificationTime", pa.int64()),
+                    ("dataChange", pa.bool_()),
+                    ("tags", _STRING_MAP),
+                    ("deletionVector", DV_TYPE),
+                    ("stats", pa.string()),
+                ]
+            ),
+        ),
+        (
+            "remove",
+            pa.struct(
+                [
+                    ("path", pa.string()),
+                    ("deletionTimestamp", pa.int64()),
+                    ("dataChange", pa.bool_()),
+                    ("extendedFileMetadata", pa.bool_()),
+                    ("partitionValues", _STRING_MAP),
+                    ("size", pa.int64()),
+                    ("deletionVector", DV_TYPE),
+                ]
+            ),
+        ),
+        (
+            "metaData",
+            pa.struct(
+                [
+                    ("id", pa.string()),
+                    ("name", pa.string()),
+                    ("description", pa.string()),
+                    ("format", pa.struct([("provider", pa.string()), ("options", _STRING_MAP)])),
+                    ("schemaString", pa.string()),
+                    ("partitionColumns", pa.list_(pa.string())),
+                    ("configuration", _STRING_MAP),
+                    ("createdTime", pa.int64()),
+                ]
+            ),
+        ),
+        ("protocol", CHECKPOINT_SCHEMA.field("protocol").type),
     ]
 )
 
