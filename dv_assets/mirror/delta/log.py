@@ -17,7 +17,7 @@ import enum
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -202,28 +202,27 @@ class DeltaLog:
         return self._iter_json_lines(commit.name, commit.version)
 
     def read_checkpoint(
-        self, checkpoint: Checkpoint, *, stats: bool = True, basenames: frozenset[str] | None = None
+        self, checkpoint: Checkpoint, *, stats: bool = True, candidates: AddCandidates | None = None
     ) -> Iterator[dict[str, Any]]:
         """The state-bearing actions of a checkpoint (adds, metaData, protocol), sidecars expanded.
 
         Without `stats`, adds come without their stats (but for what gives their numRecords), and
-        Parquet parts skip the columns that hold them. With `basenames`, only the adds that may name a
-        file with one of these (decoded) base names: `add_candidates`, filtered in Arrow before any
-        Python object is made.
+        Parquet parts skip the columns that hold them. With `candidates`, only the adds that may name a
+        file with one of its (decoded) base names, filtered in Arrow before any Python object is made.
         """
         for f in checkpoint.files:
             if f.is_json:
                 actions = self._iter_json_lines(f.name, f.version)
-                if basenames is not None:
-                    actions = (a for a in actions if _json_candidate(a, basenames))
+                if candidates is not None:
+                    actions = (a for a in actions if candidates.admits_json(a))
             else:
                 actions = self._iter_parquet_actions(
-                    self.file_path(f.name), f.version, CHECKPOINT_COLUMNS, stats=stats, basenames=basenames
+                    self.file_path(f.name), f.version, CHECKPOINT_COLUMNS, stats=stats, candidates=candidates
                 )
             for action in actions:
                 if (sidecar := action.get("sidecar")) is not None:
                     yield from self._read_sidecar(
-                        sidecar, checkpoint.version, f.name, stats=stats, basenames=basenames
+                        sidecar, checkpoint.version, f.name, stats=stats, candidates=candidates
                     )
                 elif action.get("remove") is None:
                     yield action
@@ -235,7 +234,7 @@ class DeltaLog:
         referenced_by: str,
         *,
         stats: bool,
-        basenames: frozenset[str] | None = None,
+        candidates: AddCandidates | None = None,
     ) -> Iterator[dict[str, Any]]:
         path = sidecar.get("path")
         if not path:
@@ -249,7 +248,7 @@ class DeltaLog:
                 version=version,
                 file=location,
             )
-        return self._iter_parquet_actions(location, version, ("add",), stats=stats, basenames=basenames)
+        return self._iter_parquet_actions(location, version, ("add",), stats=stats, candidates=candidates)
 
     def _iter_json_lines(self, name: str, version: int) -> Iterator[dict[str, Any]]:
         path = self.file_path(name)
@@ -308,7 +307,7 @@ class DeltaLog:
         columns: tuple[str, ...],
         *,
         stats: bool,
-        basenames: frozenset[str] | None = None,
+        candidates: AddCandidates | None = None,
     ) -> Iterator[dict[str, Any]]:
         """A checkpoint Parquet file's actions, one Arrow batch at a time, only the columns replay uses."""
         try:
@@ -337,7 +336,7 @@ class DeltaLog:
                     raise self._error(
                         f"cannot read checkpoint Parquet: {exc}", version=version, file=path
                     ) from exc
-                yield from _batch_actions(batch, basenames)
+                yield from _batch_actions(batch, candidates)
 
     def _error(self, reason: str, *, version: int | None = None, file: str | None = None) -> MirrorInputError:
         return MirrorInputError(reason, table=self.table_root, version=version, file=file)
@@ -371,18 +370,18 @@ def _checkpoint_columns(schema: pa.Schema, columns: tuple[str, ...], *, stats: b
 
 
 def _batch_actions(
-    batch: pa.RecordBatch, basenames: frozenset[str] | None = None
+    batch: pa.RecordBatch, candidates: AddCandidates | None = None
 ) -> Iterator[dict[str, Any]]:
     """The actions of one batch of checkpoint rows: each row holds one action in one column. With
-    `basenames`, only the candidate adds (`add_candidates`)."""
+    `candidates`, only the adds it admits."""
     for name in batch.schema.names:
         column = batch.column(name)
         present = column.filter(pc.is_valid(column))
         if len(present) == 0:
             continue
         if name == "add" and pa.types.is_struct(present.type):
-            if basenames is not None:
-                present = present.filter(add_candidates(present, basenames))
+            if candidates is not None:
+                present = candidates.admitted(present)
             yield from ({"add": row} for row in _add_rows(present))
         else:
             yield from ({name: row} for row in present.to_pylist(maps_as_pydicts="strict"))
@@ -416,24 +415,50 @@ def _add_rows(adds: pa.StructArray) -> Iterator[dict[str, Any]]:
 _BASENAME_MAY_CHANGE = r"%|(^|/)\.{0,2}$"
 
 
-def add_candidates(adds: pa.StructArray, basenames: frozenset[str]) -> pa.BooleanArray:
-    """Which checkpoint adds may name a file whose decoded location has one of `basenames`: a SUPERSET of
-    them (the exact check, on decoded locations, is the replay's). An add is a candidate when its raw
-    path's base name is one of them, or when decoding may change that base name, or when it has no
-    path (parsing refuses it); all, when the `add` column lacks `path` (read whole to be refused)."""
-    if adds.type.get_field_index("path") < 0:
-        return pa.array([True] * len(adds))
-    paths = pc.struct_field(adds, "path")
-    raw_basenames = pc.replace_substring_regex(paths, pattern="^.*/", replacement="")
-    named = pc.is_in(raw_basenames, value_set=pa.array(sorted(basenames), pa.string()))
-    may_change = pc.match_substring_regex(paths, _BASENAME_MAY_CHANGE)
-    return pc.fill_null(pc.or_(named, may_change), True)
+@dataclass
+class AddCandidates:
+    """Which checkpoint adds a restricted replay reads: a SUPERSET of those whose decoded location has one
+    of `basenames` (the exact check, on decoded locations, is the replay's). An add is admitted when its
+    raw path's base name is one of them, when decoding may change that base name, or when it has no path
+    (parsing refuses it); all are, when the `add` column lacks `path` (read whole to be refused).
 
+    `passed_over` keeps the base names of the adds left out (raw = decoded for them), one Arrow array
+    per batch: a base name seen twice may be a file listed twice, which the replay must still refuse."""
 
-def _json_candidate(action: dict[str, Any], basenames: frozenset[str]) -> bool:
-    """`add_candidates` for one action of a JSON checkpoint part (every other action passes)."""
-    add = action.get("add")
-    path = add.get("path") if isinstance(add, dict) else None
-    if not isinstance(path, str):
-        return True
-    return path.rsplit("/", 1)[-1] in basenames or re.search(_BASENAME_MAY_CHANGE, path) is not None
+    basenames: frozenset[str]
+    passed_over: list[pa.Array] = field(default_factory=list)
+    _value_set: pa.Array = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._value_set = pa.array(sorted(self.basenames), pa.string())
+
+    def admitted(self, adds: pa.StructArray) -> pa.StructArray:
+        if adds.type.get_field_index("path") < 0:
+            return adds
+        paths = pc.struct_field(adds, "path")
+        raw_basenames = pc.replace_substring_regex(paths, pattern="^.*/", replacement="")
+        named = pc.is_in(raw_basenames, value_set=self._value_set)
+        may_change = pc.match_substring_regex(paths, _BASENAME_MAY_CHANGE)
+        mask = pc.fill_null(pc.or_(named, may_change), True)
+        self.passed_over.append(raw_basenames.filter(pc.invert(mask)))
+        return adds.filter(mask)
+
+    def admits_json(self, action: dict[str, Any]) -> bool:
+        """`admitted` for one action of a JSON checkpoint part (every other action is admitted)."""
+        add = action.get("add")
+        path = add.get("path") if isinstance(add, dict) else None
+        if not isinstance(path, str):
+            return True
+        basename = path.rsplit("/", 1)[-1]
+        if basename in self.basenames or re.search(_BASENAME_MAY_CHANGE, path) is not None:
+            return True
+        self.passed_over.append(pa.array([basename], pa.string()))
+        return False
+
+    def repeated(self, admitted_basenames: list[str]) -> set[str]:
+        """The base names seen more than once among the adds passed over and the (decoded) base names of
+        those admitted, `admitted_basenames`: where a file may be listed twice unseen."""
+        names = pa.chunked_array([*self.passed_over, pa.array(admitted_basenames, pa.string())], pa.string())
+        counts = pc.value_counts(names)
+        twice = counts.filter(pc.greater(counts.field("counts"), 1)).field("values")
+        return set(twice.to_pylist())

@@ -37,7 +37,7 @@ from dv_assets.mirror.delta.actions import (
     ValuePool,
     parse_actions,
 )
-from dv_assets.mirror.delta.log import DeltaLog, LogListing
+from dv_assets.mirror.delta.log import AddCandidates, DeltaLog, LogListing
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.protocol import check_column_mapping, check_protocol
 from dv_assets.mirror.errors import MirrorInputError
@@ -292,13 +292,15 @@ class DeltaTable:
         pool: ValuePool,
         start: int,
     ) -> Iterator[VersionChange]:
-        replay = self._load_checkpoint(
-            listing,
-            checkpoint,
-            pool,
-            keep_stats=False,
-            basenames=frozenset(location.rsplit("/", 1)[-1] for location in touched),
-        )
+        basenames = frozenset(location.rsplit("/", 1)[-1] for location in touched)
+        candidates = AddCandidates(basenames)
+        replay = self._load_checkpoint(listing, checkpoint, pool, keep_stats=False, candidates=candidates)
+        repeated = candidates.repeated([loc.rsplit("/", 1)[-1] for loc in replay.files]) - basenames
+        if repeated:
+            # A base name passed over twice may be one file listed twice, which the full replay refuses:
+            # read those adds too (rare: Delta names data files by a UUID).
+            wider = AddCandidates(basenames | repeated)
+            replay = self._load_checkpoint(listing, checkpoint, pool, keep_stats=False, candidates=wider)
         replay.files = {loc: f for loc, f in replay.files.items() if loc in touched}
         for version in list(commits):
             commit = commits.pop(version)  # once applied or handed out, not held here
@@ -353,16 +355,16 @@ class DeltaTable:
         pool: ValuePool,
         *,
         keep_stats: bool,
-        basenames: frozenset[str] | None = None,
+        candidates: AddCandidates | None = None,
     ) -> _Replay:
-        """The checkpoint's state; with `basenames`, of the files that may have one of these base names
-        only (`DeltaLog.read_checkpoint`)."""
+        """The checkpoint's state; with `candidates`, of the files it admits only
+        (`DeltaLog.read_checkpoint`)."""
         checkpoint = listing.checkpoints[version][0]
         file = self._log.file_path(checkpoint.files[0].name)
         try:
             # Streamed part by part, batch by batch; without stats, their columns are not even read.
             actions = parse_actions(
-                self._log.read_checkpoint(checkpoint, stats=keep_stats, basenames=basenames),
+                self._log.read_checkpoint(checkpoint, stats=keep_stats, candidates=candidates),
                 self.table_root,
                 include_removes=False,
                 pool=pool,
