@@ -151,11 +151,26 @@ class FileIO:
                 found[index] = self._info(locations[index], info)
         return [info for info in found if info is not None]
 
-    def list_dir(self, location: str) -> list[FileInfo]:
-        """The entries directly under the folder `location` (none when it does not exist), by name."""
+    def list_dir(self, location: str, *, from_name: str = "") -> list[FileInfo]:
+        """The entries directly under the folder `location` (none when it does not exist), by name; with
+        `from_name`, only those whose name sorts at or after it (`listFrom`)."""
         filesystem, path = self.resolve(location)
-        infos = filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True, recursive=False))
         base = location.rstrip("/")
+        if from_name and filesystem is _LOCAL:
+            # Names first (os.scandir, no stat), then one stat call for the names kept: an old log's
+            # thousands of earlier entries cost a string comparison each.
+            try:
+                with os.scandir(path) as entries:
+                    kept = sorted(entry.name for entry in entries if entry.name >= from_name)
+            except FileNotFoundError:
+                return []
+            stats = filesystem.get_file_info([f"{path.rstrip('/')}/{name}" for name in kept])
+            infos = [info for info in stats if info.type != pafs.FileType.NotFound]  # gone meanwhile
+        else:
+            # Object stores have no portable start-after in pyarrow: the whole folder is listed, but
+            # entries before `from_name` are dropped before any FileInfo is built.
+            selector = pafs.FileSelector(path, allow_not_found=True, recursive=False)
+            infos = [i for i in filesystem.get_file_info(selector) if i.base_name >= from_name]
         return sorted(
             (self._info(f"{base}/{info.base_name}", info) for info in infos), key=lambda i: i.location
         )

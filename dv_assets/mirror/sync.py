@@ -38,6 +38,7 @@ from dv_assets.mirror.iceberg.mirror_table import (
     URI_LOCATIONS_SUMMARY,
     CommitOutcome,
     CommitRequest,
+    MirrorTable,
 )
 from dv_assets.mirror.identity import check_apart, check_same_delta_table, mirror_position
 from dv_assets.mirror.io import FileIO
@@ -77,10 +78,14 @@ def sync_table(
     io = io or FileIO(iceberg.storage_properties())
     delta_root = table_root_of(delta_path)
     paths = PathPolicy.of(delta_root, allowed_roots)
-    delta = DeltaTable(delta_root, io=io)
+    table = iceberg.load(table_name)
+    # One listing of `_delta_log` for the whole run, from the mirror's newest checkpoint on when it can.
+    delta = DeltaTable(delta_root, io=io).listed_once(_mirrored_version(table))
     latest = delta.latest_version()
     target = latest if until_version is None else min(until_version, latest)
-    state, last_mirrored, start = _starting_point(iceberg, delta, table_name, format_version, latest, target)
+    state, last_mirrored, start = _starting_point(
+        iceberg, delta, table_name, table, format_version, latest, target
+    )
     result = SyncResult(delta_root, table_name, state.format_version, last_mirrored, latest)
     if start > target:
         return result
@@ -148,10 +153,22 @@ def _version_result(
     )
 
 
+def _mirrored_version(table: MirrorTable | None) -> int | None:
+    """The Delta version the mirror claims to show, only to bound the log's listing: `mirror_position`
+    checks the claim, and refuses a table that is no mirror with its own message (None meanwhile)."""
+    if table is None:
+        return None
+    try:
+        return table.last_mirrored_version
+    except MirrorInputError:
+        return None
+
+
 def _starting_point(
     iceberg: IcebergJava,
     delta: DeltaTable,
     table_name: str,
+    table: MirrorTable | None,
     format_version: int | None,
     latest: int,
     target: int,
@@ -159,7 +176,6 @@ def _starting_point(
     """The mirror's state before the run, the Delta version it shows (None: none yet) and the first
     version to mirror, once the Iceberg table (if any) is known to be the Delta table's mirror."""
     delta_root = delta.table_root
-    table = iceberg.load(table_name)
     if table is None:
         start = delta.oldest_version()
         fmt = format_version or DEFAULT_FORMAT_VERSION

@@ -17,11 +17,13 @@ import dataclasses
 import datetime as dt
 import json
 import os
+import random
 import shutil
 import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
+from urllib.parse import unquote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -29,6 +31,7 @@ import pyarrow.parquet as pq
 from dv_assets.mirror.delta.actions import AddFile, DeletionVectorDescriptor
 from dv_assets.mirror.delta.replay import DeltaTable, TableState, VersionChange
 from dv_assets.mirror.dv.codec import encode_blob, z85_encode
+from dv_assets.mirror.errors import MirrorInputError
 from tests.helpers.readers import delta_rs_deleted_rows, delta_rs_files
 
 # --- actions and commits ---------------------------------------------------------------------------------
@@ -544,3 +547,156 @@ def assert_matches_delta_rs(table: DeltaTable, root: Path | str, version: int) -
     ours = {loc: f.deletion_vector.cardinality for loc, f in state.files.items() if f.deletion_vector}
     assert ours == delta_rs_deleted_rows(root, version)
     return state
+
+
+# --- random hand-written logs (valid and invalid), and the restricted replay against the full one ---------
+
+SPELLINGS = ("relative", "absolute", "file-uri", "escaped")
+
+
+def spelled(root: Path, name: str, spelling: str) -> str:
+    """`name` (relative to the table root) as the log may write it."""
+    if spelling == "absolute":
+        return f"{root}/{name}"
+    if spelling == "file-uri":
+        return f"file://{root}/{name}"
+    if spelling == "escaped":  # `-` as %2D and ` ` as %20: decoded, the same file
+        return name.replace("-", "%2D").replace(" ", "%20")
+    return name.replace(" ", "%20")
+
+
+def random_log(root: Path, seed: int, commits: int = 14, *, invalid: bool = False) -> None:
+    """A random history of appends, DELETEs (DV updates), removes, stale removes and identical re-adds over
+    files spelled in every way the log may spell them, some sharing a base name in other folders, with
+    checkpoints of every kind (classic, multi-part, V2 with Parquet sidecars) at random versions. With
+    `invalid`, one thing replay must refuse: an add or remove of a live file under another spelling, a
+    checkpoint listing a file twice, or a missing commit."""
+    rng = random.Random(seed)
+    live: dict[str, tuple[str, dict | None]] = {}  # name -> (its raw path, its DV)
+    counter = 0
+    flaw = rng.choice(["add-respelled", "remove-respelled", "checkpoint-twice", "missing-commit"])
+    flaw_at = rng.randrange(2, commits)
+
+    def new_name() -> str:
+        nonlocal counter
+        counter += 1
+        folder = rng.choice(["", "", "p=1/", "p=2/"])
+        stem = rng.choice([f"part-{counter}", f"b c-{counter}", "same"])  # "same": one base name, 3 folders
+        return f"{folder}{stem}.parquet"
+
+    for version in range(commits):
+        actions: list[dict] = [info("WRITE")] if version else base_commit()
+        if version and invalid and version == flaw_at and flaw.endswith("respelled") and live:
+            name, (raw, dv_) = rng.choice(sorted(live.items()))
+            other = next(spelled(root, name, s) for s in SPELLINGS if spelled(root, name, s) != raw)
+            actions.append(add(other, dv("x", 1)) if flaw == "add-respelled" else remove(other, dv_))
+        for _ in range(rng.randint(1, 4)):
+            op = (
+                rng.choice(["append", "append", "dv", "dv", "remove", "stale", "readd"]) if live else "append"
+            )
+            if op == "append":
+                name = new_name()
+                if name in live or any(a.get("add", {}).get("path") == name for a in actions):
+                    continue
+                raw = spelled(root, name, rng.choice(SPELLINGS))
+                live[name] = (raw, None)
+                actions.append(add(raw, None, rows=10))
+                continue
+            name = rng.choice(sorted(live))
+            raw, dv_ = live[name]
+            if any(a.get("add", a.get("remove", {})).get("path") == raw for a in actions[1:]):
+                continue  # one action per file and commit keeps the history valid
+            if op == "dv":
+                new = dv(f"dv{version}-{rng.randrange(1000)}", rng.randint(1, 9))
+                actions += [remove(raw, dv_), add(raw, new, rows=10)]
+                live[name] = (raw, new)
+            elif op == "remove":
+                actions.append(remove(raw, dv_))
+                del live[name]
+            elif op == "stale":
+                actions.append(remove(raw, dv("stale", 1)))
+            else:
+                actions.append(add(raw, dv_, rows=10, data_change=False))
+        write_commit(root, version, actions)
+        if version and rng.random() < 0.35:
+            twice = invalid and flaw == "checkpoint-twice" and version >= flaw_at
+            write_checkpoint(root, version, rng.choice(["classic", "multipart", "v2"]), rng, twice=twice)
+    if invalid and flaw == "missing-commit":
+        (root / "_delta_log" / f"{flaw_at:020d}.json").unlink()
+
+
+def write_checkpoint(root: Path, version: int, kind: str, rng: random.Random, *, twice: bool = False) -> None:
+    """A checkpoint of `version` (its state as the full replay reads it), with stats_parsed only; with
+    `twice`, one file listed a second time under another spelling. Nothing when the log is invalid there."""
+    try:
+        state = DeltaTable(root, restricted_replay=False).state(version)
+    except MirrorInputError:
+        return
+    adds = [
+        checkpoint_add(f.path, _dv_json(f.deletion_vector), f.num_records or 0) for f in state.files.values()
+    ]
+    if twice and adds:
+        first = adds[0]["add"]["path"]
+        name = unquote(first.split(str(root) + "/", 1)[-1])
+        other = next(spelled(root, name, s) for s in SPELLINGS if spelled(root, name, s) != first)
+        adds.insert(rng.randrange(len(adds) + 1), {"add": {**adds[0]["add"], "path": other}})
+    rng.shuffle(adds)
+    rows = [*checkpoint_rows()[:2], *adds]
+    log = root / "_delta_log"
+    if kind == "classic":
+        write_parquet(log / f"{version:020d}.checkpoint.parquet", rows)
+    elif kind == "multipart":
+        parts = 3
+        for part in range(parts):
+            write_parquet(
+                log / f"{version:020d}.checkpoint.{part + 1:010d}.{parts:010d}.parquet", rows[part::parts]
+            )
+    else:
+        sidecars = []
+        for index in range(2):
+            write_parquet(log / "_sidecars" / f"v{version}-{index}.parquet", adds[index::2])
+            sidecars.append(
+                {"sidecar": {"path": f"v{version}-{index}.parquet", "sizeInBytes": 1, "modificationTime": 1}}
+            )
+        top = [
+            {"checkpointMetadata": {"version": version}},
+            {"protocol": PROTOCOL},
+            {"metaData": METADATA},
+            *sidecars,
+        ]
+        name = f"{version:020d}.checkpoint.{uuid.UUID(int=rng.getrandbits(128))}.json"
+        (log / name).write_text("".join(json.dumps(a) + "\n" for a in top))
+
+
+def _dv_json(descriptor: DeletionVectorDescriptor | None) -> dict | None:
+    if descriptor is None:
+        return None
+    return {
+        "storageType": descriptor.storage_type,
+        "pathOrInlineDv": descriptor.path_or_inline_dv,
+        "offset": descriptor.offset,
+        "sizeInBytes": descriptor.size_in_bytes,
+        "cardinality": descriptor.cardinality,
+    }
+
+
+Outcome = tuple[list[tuple[Any, ...]], tuple[type, str] | None]
+
+
+def changes_outcome(table: DeltaTable, start: int, end: int) -> Outcome:
+    """What `changes(start, end)` hands out before it ends or raises (every field, stats text too), and
+    its error (class and message)."""
+    handed_out: list[tuple[Any, ...]] = []
+    try:
+        for change in table.changes(start, end):
+            handed_out.append(
+                (
+                    change,
+                    [a.stats for a in change.added],
+                    [r.stats for r in change.removed],
+                    [(b.stats, a.stats) for b, a in change.dv_changed],
+                )
+            )
+    except MirrorInputError as exc:
+        return handed_out, (type(exc), str(exc))
+    return handed_out, None

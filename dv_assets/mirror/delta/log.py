@@ -17,7 +17,7 @@ import enum
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -176,16 +176,18 @@ class DeltaLog:
     def file_path(self, name: str) -> str:
         return f"{self._log_dir}/{name}"
 
-    def list(self) -> LogListing:
+    def list(self, from_version: int = 0, last_checkpoint: dict | None = None) -> LogListing:
+        """The log's files of versions >= `from_version` (all by default). `last_checkpoint`: the
+        `_last_checkpoint` already read by the caller (None: read here)."""
         try:
-            infos = self._io.list_dir(self._log_dir)
+            infos = self._io.list_dir(self._log_dir, from_name=f"{from_version:020d}" if from_version else "")
         except OSError as exc:
             raise self._error(f"cannot list the Delta log: {exc}", file=self._log_dir) from exc
         names = (info.location.rsplit("/", 1)[-1] for info in infos)
         files = [f for name in names if (f := parse_log_file_name(name)) is not None]
         if not files:
             raise self._error("not a Delta table: no commits or checkpoints", file=self._log_dir)
-        return group_listing(files, self.read_last_checkpoint())
+        return group_listing(files, last_checkpoint or self.read_last_checkpoint())
 
     def read_last_checkpoint(self) -> dict | None:
         """`_last_checkpoint`, a hint only: missing or unreadable means no hint."""
@@ -199,27 +201,40 @@ class DeltaLog:
         """The actions of a JSON commit, in file order, parsed one line at a time."""
         return self._iter_json_lines(commit.name, commit.version)
 
-    def read_checkpoint(self, checkpoint: Checkpoint, *, stats: bool = True) -> Iterator[dict[str, Any]]:
+    def read_checkpoint(
+        self, checkpoint: Checkpoint, *, stats: bool = True, candidates: AddCandidates | None = None
+    ) -> Iterator[dict[str, Any]]:
         """The state-bearing actions of a checkpoint (adds, metaData, protocol), sidecars expanded.
 
         Without `stats`, adds come without their stats (but for what gives their numRecords), and
-        Parquet parts skip the columns that hold them.
+        Parquet parts skip the columns that hold them. With `candidates`, only the adds that may name a
+        file with one of its (decoded) base names, filtered in Arrow before any Python object is made.
         """
         for f in checkpoint.files:
             if f.is_json:
                 actions = self._iter_json_lines(f.name, f.version)
+                if candidates is not None:
+                    actions = (a for a in actions if candidates.admits_json(a))
             else:
                 actions = self._iter_parquet_actions(
-                    self.file_path(f.name), f.version, CHECKPOINT_COLUMNS, stats=stats
+                    self.file_path(f.name), f.version, CHECKPOINT_COLUMNS, stats=stats, candidates=candidates
                 )
             for action in actions:
                 if (sidecar := action.get("sidecar")) is not None:
-                    yield from self._read_sidecar(sidecar, checkpoint.version, f.name, stats=stats)
+                    yield from self._read_sidecar(
+                        sidecar, checkpoint.version, f.name, stats=stats, candidates=candidates
+                    )
                 elif action.get("remove") is None:
                     yield action
 
     def _read_sidecar(
-        self, sidecar: dict, version: int, referenced_by: str, *, stats: bool
+        self,
+        sidecar: dict,
+        version: int,
+        referenced_by: str,
+        *,
+        stats: bool,
+        candidates: AddCandidates | None = None,
     ) -> Iterator[dict[str, Any]]:
         path = sidecar.get("path")
         if not path:
@@ -233,7 +248,7 @@ class DeltaLog:
                 version=version,
                 file=location,
             )
-        return self._iter_parquet_actions(location, version, ("add",), stats=stats)
+        return self._iter_parquet_actions(location, version, ("add",), stats=stats, candidates=candidates)
 
     def _iter_json_lines(self, name: str, version: int) -> Iterator[dict[str, Any]]:
         path = self.file_path(name)
@@ -286,7 +301,13 @@ class DeltaLog:
             yield bytes(pending)
 
     def _iter_parquet_actions(
-        self, path: str, version: int, columns: tuple[str, ...], *, stats: bool
+        self,
+        path: str,
+        version: int,
+        columns: tuple[str, ...],
+        *,
+        stats: bool,
+        candidates: AddCandidates | None = None,
     ) -> Iterator[dict[str, Any]]:
         """A checkpoint Parquet file's actions, one Arrow batch at a time, only the columns replay uses."""
         try:
@@ -315,7 +336,7 @@ class DeltaLog:
                     raise self._error(
                         f"cannot read checkpoint Parquet: {exc}", version=version, file=path
                     ) from exc
-                yield from _batch_actions(batch)
+                yield from _batch_actions(batch, candidates)
 
     def _error(self, reason: str, *, version: int | None = None, file: str | None = None) -> MirrorInputError:
         return MirrorInputError(reason, table=self.table_root, version=version, file=file)
@@ -348,14 +369,19 @@ def _checkpoint_columns(schema: pa.Schema, columns: tuple[str, ...], *, stats: b
     return selected
 
 
-def _batch_actions(batch: pa.RecordBatch) -> Iterator[dict[str, Any]]:
-    """The actions of one batch of checkpoint rows: each row holds one action in one column."""
+def _batch_actions(
+    batch: pa.RecordBatch, candidates: AddCandidates | None = None
+) -> Iterator[dict[str, Any]]:
+    """The actions of one batch of checkpoint rows: each row holds one action in one column. With
+    `candidates`, only the adds it admits."""
     for name in batch.schema.names:
         column = batch.column(name)
         present = column.filter(pc.is_valid(column))
         if len(present) == 0:
             continue
         if name == "add" and pa.types.is_struct(present.type):
+            if candidates is not None:
+                present = candidates.admitted(present)
             yield from ({"add": row} for row in _add_rows(present))
         else:
             yield from ({name: row} for row in present.to_pylist(maps_as_pydicts="strict"))
@@ -382,3 +408,57 @@ def _add_rows(adds: pa.StructArray) -> Iterator[dict[str, Any]]:
         if index in from_struct:
             row["stats_parsed"] = from_struct[index]
         yield row
+
+
+# A raw path whose decoded location may have another base name than the raw path's own: percent escapes
+# (`a%2Db` is `a-b`), and a last segment that normalisation removes (`x/.`, `x/..`, `x/`).
+_BASENAME_MAY_CHANGE = r"%|(^|/)\.{0,2}$"
+
+
+@dataclass
+class AddCandidates:
+    """Which checkpoint adds a restricted replay reads: a SUPERSET of those whose decoded location has one
+    of `basenames` (the exact check, on decoded locations, is the replay's). An add is admitted when its
+    raw path's base name is one of them, when decoding may change that base name, or when it has no path
+    (parsing refuses it); all are, when the `add` column lacks `path` (read whole to be refused).
+
+    `passed_over` keeps the base names of the adds left out (raw = decoded for them), one Arrow array
+    per batch: a base name seen twice may be a file listed twice, which the replay must still refuse."""
+
+    basenames: frozenset[str]
+    passed_over: list[pa.Array] = field(default_factory=list)
+    _value_set: pa.Array = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._value_set = pa.array(sorted(self.basenames), pa.string())
+
+    def admitted(self, adds: pa.StructArray) -> pa.StructArray:
+        if adds.type.get_field_index("path") < 0:
+            return adds
+        paths = pc.struct_field(adds, "path")
+        raw_basenames = pc.replace_substring_regex(paths, pattern="^.*/", replacement="")
+        named = pc.is_in(raw_basenames, value_set=self._value_set)
+        may_change = pc.match_substring_regex(paths, _BASENAME_MAY_CHANGE)
+        mask = pc.fill_null(pc.or_(named, may_change), True)
+        self.passed_over.append(raw_basenames.filter(pc.invert(mask)))
+        return adds.filter(mask)
+
+    def admits_json(self, action: dict[str, Any]) -> bool:
+        """`admitted` for one action of a JSON checkpoint part (every other action is admitted)."""
+        add = action.get("add")
+        path = add.get("path") if isinstance(add, dict) else None
+        if not isinstance(path, str):
+            return True
+        basename = path.rsplit("/", 1)[-1]
+        if basename in self.basenames or re.search(_BASENAME_MAY_CHANGE, path) is not None:
+            return True
+        self.passed_over.append(pa.array([basename], pa.string()))
+        return False
+
+    def repeated(self, admitted_basenames: list[str]) -> set[str]:
+        """The base names seen more than once among the adds passed over and the (decoded) base names of
+        those admitted, `admitted_basenames`: where a file may be listed twice unseen."""
+        names = pa.chunked_array([*self.passed_over, pa.array(admitted_basenames, pa.string())], pa.string())
+        counts = pc.value_counts(names)
+        twice = counts.filter(pc.greater(counts.field("counts"), 1)).field("values")
+        return set(twice.to_pylist())

@@ -37,11 +37,16 @@ from dv_assets.mirror.delta.actions import (
     ValuePool,
     parse_actions,
 )
-from dv_assets.mirror.delta.log import DeltaLog, LogListing
+from dv_assets.mirror.delta.log import AddCandidates, DeltaLog, LogListing
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.protocol import check_column_mapping, check_protocol
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.io import FileIO
+
+# Bounds of the restricted replay (`DeltaTable._restricted_replay`): the commits it holds parsed at once,
+# and the locations K it keeps; past them the full replay, which streams, is used.
+RESTRICTED_MAX_COMMITS = 1000
+RESTRICTED_MAX_LOCATIONS = 100_000
 
 
 @dataclass(frozen=True)
@@ -127,31 +132,73 @@ def _conflict(action: str, live: AddFile, location: str) -> MirrorInputError:
 
 
 class DeltaTable:
-    """A Delta table read from its log alone (no Spark). Every call lists `_delta_log` afresh.
+    """A Delta table read from its log alone (no Spark). Every call lists `_delta_log` afresh, but on a
+    table made by `listed_once`, which answers every call from one listing (one sync run).
 
     With `enforce_protocol` (the default) every state and change is checked against the supported
     reader features, so nothing is ever derived from a table the mirror cannot read exactly.
     """
 
     def __init__(
-        self, table_root: str | Path, *, enforce_protocol: bool = True, io: FileIO | None = None
+        self,
+        table_root: str | Path,
+        *,
+        enforce_protocol: bool = True,
+        io: FileIO | None = None,
+        restricted_replay: bool = True,
     ) -> None:
         self.table_root = table_root_of(table_root)
         self.enforce_protocol = enforce_protocol
+        # `changes` after a checkpoint may read only the files its commits touch (`_restricted_replay`).
+        self.restricted_replay = restricted_replay
         self._log = DeltaLog(self.table_root, io)
+        self._listing: LogListing | None = None
+
+    def listed_once(self, mirrored_version: int | None = None) -> DeltaTable:
+        """This table answering every call from one listing of `_delta_log`, made now: only the files from
+        the newest checkpoint at or before `mirrored_version` on when `_last_checkpoint` names one and
+        that listing answers every question of a run continuing it (a complete checkpoint <= it followed
+        by every later commit); else the whole folder (first sync, no hint, a gap, a lag past log cleanup:
+        the answers, and refusals, the full listing gives)."""
+        pinned = DeltaTable(
+            self.table_root,
+            enforce_protocol=self.enforce_protocol,
+            restricted_replay=self.restricted_replay,
+        )
+        pinned._log = self._log
+        hint = self._log.read_last_checkpoint()
+        hinted = hint.get("version") if hint is not None else None
+        if (
+            mirrored_version is not None
+            and isinstance(hinted, int)
+            and not isinstance(hinted, bool)
+            and 0 < hinted <= mirrored_version
+        ):
+            bounded = self._log.list(from_version=hinted, last_checkpoint=hint)
+            oldest = _oldest_reconstructable(bounded)
+            if oldest is not None and oldest <= mirrored_version <= max(bounded.versions):
+                pinned._listing = bounded
+                return pinned
+        pinned._listing = self._log.list(last_checkpoint=hint)
+        return pinned
+
+    def _list(self) -> LogListing:
+        return self._listing if self._listing is not None else self._log.list()
 
     # --- versions -------------------------------------------------------------------------------
 
     def latest_version(self) -> int:
-        return max(self._log.list().versions)
+        return max(self._list().versions)
 
     def oldest_version(self) -> int:
-        """The oldest version the log can reconstruct, with every later commit still present."""
-        return _oldest_version(self._log.list(), self.table_root)
+        """The oldest version the log can reconstruct, with every later commit still present (on a
+        bounded listing, `listed_once`: one at or before the mirrored version, which is all a run
+        continuing it asks)."""
+        return _oldest_version(self._list(), self.table_root)
 
     def commit_info(self, version: int) -> CommitInfo | None:
         """The commitInfo of a version's commit, or None when the log no longer holds that commit."""
-        listing = self._log.list()
+        listing = self._list()
         if version not in listing.commits:
             return None
         return self._read_commit(listing, version, ValuePool(), keep_stats=False).commit_info
@@ -161,13 +208,13 @@ class DeltaTable:
     def state(self, version: int, *, with_stats: bool = True) -> TableState:
         """The live files at `version`. Without `with_stats` their stats text is dropped while reading
         (num_records stays): what row counts and DV checks need, in a fraction of the memory."""
-        listing = self._log.list()
+        listing = self._list()
         replay = self._replay_to(listing, version, ValuePool(), keep_stats=with_stats)
         return self._table_state(replay)
 
     def changes(self, start: int, end: int) -> Iterator[VersionChange]:
         """One VersionChange per version in [start, end], from a single replay over the range."""
-        listing = self._log.list()
+        listing = self._list()
         latest, oldest = max(listing.versions), _oldest_version(listing, self.table_root)
         if not oldest <= start <= end <= latest:
             raise MirrorInputError(
@@ -175,6 +222,16 @@ class DeltaTable:
                 table=self.table_root,
                 version=start if start < oldest or start > latest else end,
             )
+        if self.restricted_replay and start > 0 and start != oldest:
+            restricted = self._restricted_replay(listing, start, end)
+            if restricted is not None:
+                yield from restricted
+                return
+        yield from self._full_replay_changes(listing, start, end, oldest)
+
+    def _full_replay_changes(
+        self, listing: LogListing, start: int, end: int, oldest: int
+    ) -> Iterator[VersionChange]:
         pool = ValuePool()
         if start == 0:
             replay = _Replay(-1, None, None, {})
@@ -195,6 +252,67 @@ class DeltaTable:
             )
             yield change
             # Handed out: the files stay live for later versions, which need their stats no more.
+            _drop_stats(replay.files, change.added)
+
+    def _restricted_replay(self, listing: LogListing, start: int, end: int) -> Iterator[VersionChange] | None:
+        """The changes of versions start..end from the live state at `start - 1` of only the locations
+        they can need: K, every location a commit after the checkpoint replay starts from touches
+        (through `end`). `apply_commit` compares only the locations a commit touches, so replaying the
+        checkpoint restricted to K and those commits gives every version the same change, and the same
+        refusals, as the full replay (a duplicate in the checkpoint is refused when it names a file of K
+        or a file that merely shares a base name with one). None when the full replay is the better (or
+        the only) way: no checkpoint to start from, a backlog too large to hold, any error while
+        reading ahead (the full replay then raises it where it arises, after the versions before it).
+        """
+        checkpoint = _replay_start(listing, start - 1)
+        # Without a checkpoint the full replay reads only commits too; a long backlog is held here whole
+        # (every commit parsed, with stats), where the full replay streams it: above these bounds the
+        # restricted replay saves little and may hold much.
+        if checkpoint is None or checkpoint < 0 or end - checkpoint > RESTRICTED_MAX_COMMITS:
+            return None
+        pool = ValuePool()
+        try:
+            commits = {
+                v: self._read_commit(listing, v, pool, keep_stats=v >= start)
+                for v in range(checkpoint + 1, end + 1)
+            }
+        except MirrorInputError:
+            return None
+        touched = {f.location for c in commits.values() for f in (*c.removes, *c.adds)}
+        if len(touched) > RESTRICTED_MAX_LOCATIONS:
+            return None
+        return self._restricted_changes(listing, checkpoint, commits, touched, pool, start)
+
+    def _restricted_changes(
+        self,
+        listing: LogListing,
+        checkpoint: int,
+        commits: dict[int, CommitActions],
+        touched: set[str],
+        pool: ValuePool,
+        start: int,
+    ) -> Iterator[VersionChange]:
+        basenames = frozenset(location.rsplit("/", 1)[-1] for location in touched)
+        candidates = AddCandidates(basenames)
+        replay = self._load_checkpoint(listing, checkpoint, pool, keep_stats=False, candidates=candidates)
+        repeated = candidates.repeated([loc.rsplit("/", 1)[-1] for loc in replay.files]) - basenames
+        if repeated:
+            # A base name passed over twice may be one file listed twice, which the full replay refuses:
+            # read those adds too (rare: Delta names data files by a UUID).
+            wider = AddCandidates(basenames | repeated)
+            replay = self._load_checkpoint(listing, checkpoint, pool, keep_stats=False, candidates=wider)
+        replay.files = {loc: f for loc, f in replay.files.items() if loc in touched}
+        for version in list(commits):
+            commit = commits.pop(version)  # once applied or handed out, not held here
+            if version < start:
+                self._apply_commit(replay.files, commit, version)
+                replay.protocol = commit.protocol or replay.protocol
+                replay.metadata = commit.metadata or replay.metadata
+                replay.version = version
+                continue
+            change = self._advance(replay, commit, version)
+            del commit
+            yield change
             _drop_stats(replay.files, change.added)
 
     # --- internals ------------------------------------------------------------------------------
@@ -231,14 +349,22 @@ class DeltaTable:
         return replay
 
     def _load_checkpoint(
-        self, listing: LogListing, version: int, pool: ValuePool, *, keep_stats: bool
+        self,
+        listing: LogListing,
+        version: int,
+        pool: ValuePool,
+        *,
+        keep_stats: bool,
+        candidates: AddCandidates | None = None,
     ) -> _Replay:
+        """The checkpoint's state; with `candidates`, of the files it admits only
+        (`DeltaLog.read_checkpoint`)."""
         checkpoint = listing.checkpoints[version][0]
         file = self._log.file_path(checkpoint.files[0].name)
         try:
             # Streamed part by part, batch by batch; without stats, their columns are not even read.
             actions = parse_actions(
-                self._log.read_checkpoint(checkpoint, stats=keep_stats),
+                self._log.read_checkpoint(checkpoint, stats=keep_stats, candidates=candidates),
                 self.table_root,
                 include_removes=False,
                 pool=pool,
