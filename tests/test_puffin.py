@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import struct
 from pathlib import Path
 
@@ -21,6 +22,8 @@ from dv_assets.mirror.iceberg.position_deletes import (
 from dv_assets.mirror.iceberg.puffin import (
     DELETION_VECTOR_BLOB_TYPE,
     ROW_POSITION_FIELD_ID,
+    BlobMetadata,
+    PuffinFooter,
     build_puffin,
     read_puffin_footer,
 )
@@ -135,3 +138,17 @@ def test_position_delete_file_accepts_a_file_uri(tmp_path: Path) -> None:
 def test_position_delete_file_refuses_no_positions(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no positions"):
         write_position_delete_file(str(tmp_path / "x.parquet"), "f", BitMap64())
+
+
+def test_footer_payload_is_the_json_of_its_entries_for_any_file_name() -> None:
+    """The footer is built from a template per blob; it must equal the JSON of `to_json` byte for byte,
+    whatever the names hold (quotes, backslashes, `%`, non-ASCII, control characters)."""
+    names = ['file:/t/é "q" \\ 100%d.parquet', "s3://bucket/a\tb\n.parquet", "/t/plain.parquet", "/t/\u2028"]
+    footer = PuffinFooter(
+        tuple(BlobMetadata(name, 4 + 40 * i, 40, i + 1) for i, name in enumerate(names)),
+        created_by='dv-mirror "x" é',
+    )
+    expected = json.dumps(footer.to_json(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    assert footer.payload() == expected
+    empty = PuffinFooter((), created_by="c")
+    assert empty.payload() == json.dumps(empty.to_json(), separators=(",", ":")).encode()

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import functools
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from pyroaring import BitMap64
 
@@ -36,6 +36,9 @@ DV_FILE_FORMAT_VERSION = 1
 # Where the first DV of a DV file starts, right after the version byte. Only a sort key for DVs without an
 # offset (inline ones): a file-based DV without one is refused (`_check_offset`).
 FIRST_DV_OFFSET = 1
+# DVs of one file are read as one span unless bytes no DV needs lie between them: past this gap a second
+# read is cheaper than reading the gap (an object store's request costs about what 1 MiB takes to fetch).
+MAX_READ_GAP = 1 << 20
 
 
 class DeletionVectorDescriptorLike(Protocol):
@@ -82,9 +85,9 @@ class DVTask:
         )
 
 
-@dataclass(frozen=True)
-class DVBlob:
-    """A DV whose length, magic, CRC-32, cardinality and position range were checked."""
+class DVBlob(NamedTuple):
+    """A DV whose length, magic, CRC-32, cardinality and position range were checked. A named tuple, not a
+    frozen dataclass: a version makes one per DV, and a tuple is built in a fifth of the time."""
 
     data_file: str  # the data file it deletes from (named as in Iceberg when written: `referenced-data-file`)
     blob: bytes  # the exact deletion-vector-v1 blob (length | magic | vector | crc)
@@ -115,11 +118,15 @@ def resolve_dv_location(table_root: str, storage_type: str, path_or_inline_dv: s
     raise InvalidDeletionVectorError(f"unknown deletion vector storageType {storage_type!r}")
 
 
-def convert_dv_batch(tasks: Iterable[DVTask], io: FileIO | None = None) -> list[DVBlob]:
-    """Verified blobs for a batch of DVs, in the order of `tasks`.
+def convert_dv_batch(
+    tasks: Iterable[DVTask], io: FileIO | None = None, names: Mapping[str, str] | None = None
+) -> list[DVBlob]:
+    """Verified blobs for a batch of DVs, in the order of `tasks`; each names its data file as `names`
+    maps it (default: the task's `data_file`, which refusals name in any case).
 
-    DVs sharing a file are read through one open handle, in ascending offset order; only one DV's
-    positions are decoded at a time.
+    The DVs of one file are read with one ranged read of the span they cover (ranges further apart than
+    `MAX_READ_GAP` are read separately), then each is verified as a slice of it: per DV only C work (CRC-32,
+    the Roaring parse, the checks in pyroaring); only one DV's positions are decoded at a time.
     """
     task_list = list(tasks)
     io = io or FileIO()
@@ -131,16 +138,30 @@ def convert_dv_batch(tasks: Iterable[DVTask], io: FileIO | None = None) -> list[
         except MirrorInputError as exc:
             raise InvalidDeletionVectorError(exc.reason, file=task.data_file) from exc
         if location is None:
-            results[index] = _inline_dv(task)
+            results[index] = _inline_dv(task, names)
         else:
             _check_offset(task, location)
             by_file[location].append(index)
     for location, indexes in by_file.items():
-        ordered = sorted(indexes, key=lambda i: _file_offset(task_list[i]))
+        indexes.sort(key=lambda i: task_list[i].offset or 0)
         for index, blob in zip(
-            ordered, _read_ranges(io, location, [task_list[i] for i in ordered]), strict=True
+            indexes, _read_ranges(io, location, [task_list[i] for i in indexes]), strict=True
         ):
-            results[index] = _verified(task_list[index], location, blob)
+            task = task_list[index]
+            try:
+                bitmap = verify_blob(
+                    blob,
+                    expected_size=task.size_in_bytes,
+                    expected_cardinality=task.cardinality,
+                    num_records=task.num_records,
+                )
+            except InvalidDeletionVectorError as exc:
+                raise InvalidDeletionVectorError(
+                    f"deletion vector in {location} at offset {task.offset}: {exc.reason}",
+                    file=task.data_file,
+                ) from exc
+            name = task.data_file if names is None else names[task.data_file]
+            results[index] = DVBlob(name, blob, len(bitmap), location)
     return [result for result in results if result is not None]
 
 
@@ -162,7 +183,7 @@ def _file_offset(task: DVTask) -> int:
     return task.offset
 
 
-def _inline_dv(task: DVTask) -> DVBlob:
+def _inline_dv(task: DVTask, names: Mapping[str, str] | None) -> DVBlob:
     try:
         bitmap_bytes = decode_inline_bitmap(
             task.path_or_inline_dv, task.size_in_bytes, num_records=task.num_records
@@ -173,11 +194,13 @@ def _inline_dv(task: DVTask) -> DVBlob:
         raise InvalidDeletionVectorError(
             f"inline deletion vector: {exc.reason}", file=task.data_file
         ) from exc
-    return DVBlob(task.data_file, frame_blob(bitmap_bytes), len(bitmap))
+    name = task.data_file if names is None else names[task.data_file]
+    return DVBlob(name, frame_blob(bitmap_bytes), len(bitmap))
 
 
-def _read_ranges(io: FileIO, location: str, tasks: list[DVTask]) -> Iterable[bytes]:
-    """The framed bytes of each task's DV, from one open file, after checking the format version byte."""
+def _read_ranges(io: FileIO, location: str, tasks: list[DVTask]) -> Iterator[bytes]:
+    """The framed bytes of each task's DV (tasks in ascending offset order), from one open file, after
+    checking the format version byte: one read per span of DVs (`_spans`), each DV a slice of it."""
     first = tasks[0]
     try:
         handle = io.open_input(location)
@@ -187,13 +210,6 @@ def _read_ranges(io: FileIO, location: str, tasks: list[DVTask]) -> Iterable[byt
         ) from exc
     with handle:
         file_size = handle.size()
-        version = handle.read_at(1, 0)
-        if version != bytes([DV_FILE_FORMAT_VERSION]):
-            raise InvalidDeletionVectorError(
-                f"deletion vector file {location} starts with format version {version.hex() or 'nothing'}, "
-                f"expected {DV_FILE_FORMAT_VERSION:02x}",
-                file=first.data_file,
-            )
         for task in tasks:
             offset = _file_offset(task)
             length = task.size_in_bytes + FRAME_OVERHEAD
@@ -204,19 +220,38 @@ def _read_ranges(io: FileIO, location: str, tasks: list[DVTask]) -> Iterable[byt
                     "file or wrong offset/sizeInBytes)",
                     file=task.data_file,
                 )
-            yield handle.read_at(length, offset)
+        checked_version = False
+        for start, end, span_tasks in _spans(tasks):
+            # The version byte comes with the first span when that span starts right after it.
+            read_from = 0 if not checked_version and start == FIRST_DV_OFFSET else start
+            span = handle.read_at(end - read_from, read_from)
+            if not checked_version:
+                version = span[:1] if read_from == 0 else handle.read_at(1, 0)
+                if version != bytes([DV_FILE_FORMAT_VERSION]):
+                    raise InvalidDeletionVectorError(
+                        f"deletion vector file {location} starts with format version "
+                        f"{version.hex() or 'nothing'}, expected {DV_FILE_FORMAT_VERSION:02x}",
+                        file=first.data_file,
+                    )
+                checked_version = True
+            for task in span_tasks:
+                at = _file_offset(task) - read_from
+                yield span[at : at + task.size_in_bytes + FRAME_OVERHEAD]
 
 
-def _verified(task: DVTask, location: str, blob: bytes) -> DVBlob:
-    try:
-        bitmap = verify_blob(
-            blob,
-            expected_size=task.size_in_bytes,
-            expected_cardinality=task.cardinality,
-            num_records=task.num_records,
-        )
-    except InvalidDeletionVectorError as exc:
-        raise InvalidDeletionVectorError(
-            f"deletion vector in {location} at offset {_file_offset(task)}: {exc.reason}", file=task.data_file
-        ) from exc
-    return DVBlob(task.data_file, blob, len(bitmap), source=location)
+def _spans(tasks: list[DVTask]) -> Iterator[tuple[int, int, list[DVTask]]]:
+    """(start, end, tasks) of each span of DVs to read at once: tasks in ascending offset order, split where
+    the next DV starts more than MAX_READ_GAP bytes after the span's end (bytes no task needs)."""
+    span: list[DVTask] = []
+    start = end = 0
+    for task in tasks:
+        offset = _file_offset(task)
+        if span and offset - end > MAX_READ_GAP:
+            yield start, end, span
+            span = []
+        if not span:
+            start = end = offset
+        span.append(task)
+        end = max(end, offset + task.size_in_bytes + FRAME_OVERHEAD)
+    if span:
+        yield start, end, span

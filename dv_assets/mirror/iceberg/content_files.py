@@ -84,6 +84,10 @@ class DataFile:
         }
 
 
+# No metrics (a DV's entry has none): one shared value, as a version's thousands of DVs need no dicts each.
+NO_METRICS = ColumnMetrics()
+
+
 @dataclass(frozen=True)
 class DeleteFile:
     """Position deletes for exactly one data file: a v3 DV (a blob of a Puffin file, at `content_offset`)

@@ -20,7 +20,7 @@ from pyspark.sql import SparkSession
 
 from dv_assets.mirror.dv.reader import FIRST_DV_OFFSET, DVTask, convert_dv_batch, resolve_dv_location
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError, UnsupportedFeatureError
-from dv_assets.mirror.iceberg.content_files import PUFFIN, DeleteFile, PartitionJson
+from dv_assets.mirror.iceberg.content_files import NO_METRICS, PUFFIN, DeleteFile, PartitionJson
 from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.position_deletes import write_position_delete_file
 from dv_assets.mirror.iceberg.puffin import build_puffin
@@ -51,7 +51,7 @@ def write_delete_files(job: DeleteFileJob, io: FileIO, written: list[DeleteFile]
     if not job.tasks:
         return written
     # Each DV is written naming its data file as Iceberg does (refusals while reading name its location).
-    blobs = [replace(b, data_file=job.data_file_paths[b.data_file]) for b in convert_dv_batch(job.tasks, io)]
+    blobs = convert_dv_batch(job.tasks, io, names=job.data_file_paths)
     partitions = {job.data_file_paths[location]: p for location, p in job.partitions.items()}
     layout = job.layout
     if job.format_version >= 3:
@@ -72,6 +72,7 @@ def write_delete_files(job: DeleteFileJob, io: FileIO, written: list[DeleteFile]
                 referenced_data_file=entry.referenced_data_file,
                 content_offset=entry.offset,
                 content_size_in_bytes=entry.length,
+                metrics=NO_METRICS,
             )
             for entry in puffin.entries
         ]
