@@ -5,7 +5,7 @@ The same function runs on the driver (small versions) or inside Spark tasks (`wr
 DVs are grouped by the file they live in, so each DV file is read by one task, and every task writes its
 own delete files straight into the table's data folder and returns only their entries. Work travels as
 plain picklable values (`DeleteFileJob` out, `TaskResult` back); executors import the installed `dv_assets`
-package. `run_delete_job` picks where a version's job runs.
+package. `run_delete_job` runs a version's job where `placement.py` says it pays.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 
 from pyspark.sql import SparkSession
 
+from dv_assets.mirror.dv.codec import FRAME_OVERHEAD
 from dv_assets.mirror.dv.reader import FIRST_DV_OFFSET, DVTask, convert_dv_batch, resolve_dv_location
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError, UnsupportedFeatureError
 from dv_assets.mirror.iceberg.content_files import NO_METRICS, PUFFIN, DeleteFile, PartitionJson
@@ -25,6 +26,7 @@ from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.position_deletes import write_position_delete_file
 from dv_assets.mirror.iceberg.puffin import build_puffin
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.placement import ExecutorPolicy, Placement
 
 # Errors a task reports back by name (`Refusal`), so the driver raises the same refusal, naming the same file.
 _INPUT_ERRORS: dict[str, type[MirrorInputError]] = {
@@ -96,20 +98,23 @@ def run_delete_job(
     spark: SparkSession,
     job: DeleteFileJob,
     io: FileIO,
-    executor_threshold: int | None,
+    executors: ExecutorPolicy,
     written: list[DeleteFile],
-) -> str:
-    """Run the job on the driver, or as Spark tasks when it has at least `executor_threshold` DVs (None:
-    always on the driver); its delete files go into `written` (on the driver, each as soon as it exists).
-    Returns where the work ran, for the version's report: "none", "driver" or the `SparkRun`."""
+) -> tuple[str, Placement]:
+    """Run the job on the driver, or as Spark tasks where `executors` says they pay (`placement.py`: on a
+    cluster master, from a number of DVs or DV bytes); its delete files go into `written` (on the driver,
+    each as soon as it exists). Returns where the work ran, for the version's report ("none", "driver" or
+    the `SparkRun`), and the choice with its reason."""
+    dv_bytes = sum(task.size_in_bytes for task in job.tasks) + FRAME_OVERHEAD * len(job.tasks)
+    placement = executors.place(len(job.tasks), dv_bytes, spark.sparkContext.master)
     if not job.tasks:
-        return "none"
-    if executor_threshold is not None and len(job.tasks) >= executor_threshold:
+        return "none", placement
+    if placement.on_executors:
         on_executors, run = write_on_executors(spark, job, io)
         written += on_executors
-        return str(run)
+        return str(run), placement
     write_delete_files(job, io, written)
-    return "driver"
+    return "driver", placement
 
 
 def by_dv_file(tasks: Iterable[DVTask], max_share: int | None = None) -> list[tuple[DVTask, ...]]:
