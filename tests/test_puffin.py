@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import struct
 from pathlib import Path
@@ -14,6 +15,7 @@ from pyroaring import BitMap64
 
 from dv_assets.mirror.dv.codec import encode_blob
 from dv_assets.mirror.dv.reader import DVBlob
+from dv_assets.mirror.iceberg.content_files import PUFFIN, DeleteFile
 from dv_assets.mirror.iceberg.position_deletes import (
     FILE_PATH_FIELD_ID,
     POS_FIELD_ID,
@@ -152,3 +154,24 @@ def test_footer_payload_is_the_json_of_its_entries_for_any_file_name() -> None:
     assert footer.payload() == expected
     empty = PuffinFooter((), created_by="c")
     assert empty.payload() == json.dumps(empty.to_json(), separators=(",", ":")).encode()
+
+
+def test_puffin_dv_entries_equal_the_constructors_field_for_field() -> None:
+    """`DeleteFile.puffin_dvs` fills each value in directly: it must set every field, as the constructor
+    would (a field added later without it makes this fail)."""
+    partition = (3, "x")
+    [fast] = DeleteFile.puffin_dvs("file:/w/d.puffin", 900, [("file:/t/a.parquet", partition, 7, 4, 60)])
+    built = DeleteFile(
+        path="file:/w/d.puffin",
+        file_format=PUFFIN,
+        partition=partition,
+        file_size_in_bytes=900,
+        record_count=7,
+        referenced_data_file="file:/t/a.parquet",
+        content_offset=4,
+        content_size_in_bytes=60,
+    )
+    assert set(vars(fast)) == {f.name for f in dataclasses.fields(DeleteFile)}
+    assert fast == built and fast.to_json() == built.to_json()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.path = "elsewhere"  # type: ignore[misc]

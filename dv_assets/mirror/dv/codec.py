@@ -31,6 +31,7 @@ FRAME_OVERHEAD = 8  # BE32 length before the bitmap + BE32 CRC-32 after it
 MAX_POSITION = (1 << 63) - 1
 _FRAME_HEAD = struct.Struct(">I4s")  # a blob's length field and the bitmap's magic bytes
 _CRC = struct.Struct(">I")
+_NO_ROWS_BOUND = MAX_POSITION + 1  # the first position a DV may not hold when the row count is unknown
 
 
 class Z85Error(ValueError):
@@ -276,16 +277,11 @@ def verify_blob(
                 bitmap is not None
                 and len(bitmap.serialize()) == len(vector)
                 and (expected_cardinality is None or len(bitmap) == expected_cardinality)
-                and (not bitmap or bitmap.max() < _position_bound(num_records))
+                and (not bitmap or bitmap.max() < (_NO_ROWS_BOUND if num_records is None else num_records))
             ):
                 return bitmap
     _refuse_blob(blob, expected_size, expected_cardinality, num_records)
     raise AssertionError("unreachable: _refuse_blob raises")  # pragma: no cover
-
-
-def _position_bound(num_records: int | None) -> int:
-    """The first position a DV may not hold: the data file's row count, and never past 2^63 - 1."""
-    return MAX_POSITION + 1 if num_records is None else min(num_records, MAX_POSITION + 1)
 
 
 def _refuse_blob(

@@ -34,7 +34,7 @@ from dv_assets.mirror.io import FileIO
 
 DV_FILE_FORMAT_VERSION = 1
 # Where the first DV of a DV file starts, right after the version byte. Only a sort key for DVs without an
-# offset (inline ones): a file-based DV without one is refused (`_check_offset`).
+# offset (inline ones): a file-based DV without one is refused (`_offset`).
 FIRST_DV_OFFSET = 1
 # DVs of one file are read as one span unless bytes no DV needs lie between them: past this gap a second
 # read is cheaper than reading the gap (an object store's request costs about what 1 MiB takes to fetch).
@@ -131,7 +131,7 @@ def convert_dv_batch(
     task_list = list(tasks)
     io = io or FileIO()
     results: list[DVBlob | None] = [None] * len(task_list)
-    by_file: dict[str, list[int]] = defaultdict(list)
+    by_file: dict[str, list[tuple[int, int]]] = defaultdict(list)  # DV file -> (offset, task index)
     for index, task in enumerate(task_list):
         try:
             location = resolve_dv_location(task.table_root, task.storage_type, task.path_or_inline_dv)
@@ -140,14 +140,13 @@ def convert_dv_batch(
         if location is None:
             results[index] = _inline_dv(task, names)
         else:
-            _check_offset(task, location)
-            by_file[location].append(index)
-    for location, indexes in by_file.items():
-        indexes.sort(key=lambda i: task_list[i].offset or 0)
-        for index, blob in zip(
-            indexes, _read_ranges(io, location, [task_list[i] for i in indexes]), strict=True
+            by_file[location].append((_offset(task, location), index))
+    for location, placed in by_file.items():
+        placed.sort()
+        ordered = [(offset, task_list[index]) for offset, index in placed]
+        for (offset, task), (_, index), blob in zip(
+            ordered, placed, _read_ranges(io, location, ordered), strict=True
         ):
-            task = task_list[index]
             try:
                 bitmap = verify_blob(
                     blob,
@@ -157,17 +156,16 @@ def convert_dv_batch(
                 )
             except InvalidDeletionVectorError as exc:
                 raise InvalidDeletionVectorError(
-                    f"deletion vector in {location} at offset {task.offset}: {exc.reason}",
-                    file=task.data_file,
+                    f"deletion vector in {location} at offset {offset}: {exc.reason}", file=task.data_file
                 ) from exc
             name = task.data_file if names is None else names[task.data_file]
             results[index] = DVBlob(name, blob, len(bitmap), location)
     return [result for result in results if result is not None]
 
 
-def _check_offset(task: DVTask, location: str) -> None:
-    """A `u` / `p` descriptor must say where its DV starts. Readers disagree on an absent offset: Delta
-    Spark reads from byte 0 (the version byte, so its size check fails and it refuses the table),
+def _offset(task: DVTask, location: str) -> int:
+    """Where a file-based DV starts. A `u` / `p` descriptor must say: readers disagree on an absent offset,
+    Delta Spark reading from byte 0 (the version byte, so its size check fails and it refuses the table),
     delta-kernel-rs from byte 1. Reading either would be a guess."""
     if task.offset is None:
         raise InvalidDeletionVectorError(
@@ -175,11 +173,6 @@ def _check_offset(task: DVTask, location: str) -> None:
             "would read it from byte 0 and refuse it, delta-kernel-rs from byte 1; refused",
             file=task.data_file,
         )
-
-
-def _file_offset(task: DVTask) -> int:
-    """The offset of a file-based DV, known present (`_check_offset`)."""
-    assert task.offset is not None
     return task.offset
 
 
@@ -198,10 +191,10 @@ def _inline_dv(task: DVTask, names: Mapping[str, str] | None) -> DVBlob:
     return DVBlob(name, frame_blob(bitmap_bytes), len(bitmap))
 
 
-def _read_ranges(io: FileIO, location: str, tasks: list[DVTask]) -> Iterator[bytes]:
-    """The framed bytes of each task's DV (tasks in ascending offset order), from one open file, after
-    checking the format version byte: one read per span of DVs (`_spans`), each DV a slice of it."""
-    first = tasks[0]
+def _read_ranges(io: FileIO, location: str, ordered: list[tuple[int, DVTask]]) -> Iterator[bytes]:
+    """The framed bytes of each DV, `ordered` by offset, from one open file, after checking the format
+    version byte: one read per span of DVs (`_spans`), each DV a slice of it."""
+    first = ordered[0][1]
     try:
         handle = io.open_input(location)
     except (FileNotFoundError, OSError) as exc:
@@ -210,18 +203,17 @@ def _read_ranges(io: FileIO, location: str, tasks: list[DVTask]) -> Iterator[byt
         ) from exc
     with handle:
         file_size = handle.size()
-        for task in tasks:
-            offset = _file_offset(task)
-            length = task.size_in_bytes + FRAME_OVERHEAD
-            if offset < 1 or offset + length > file_size:
+        for offset, task in ordered:
+            end = offset + task.size_in_bytes + FRAME_OVERHEAD
+            if offset < 1 or end > file_size:
                 raise InvalidDeletionVectorError(
                     f"deletion vector file {location} is {file_size} bytes; the DV at offset {offset} with "
-                    f"sizeInBytes {task.size_in_bytes} needs bytes {offset}..{offset + length} (truncated "
+                    f"sizeInBytes {task.size_in_bytes} needs bytes {offset}..{end} (truncated "
                     "file or wrong offset/sizeInBytes)",
                     file=task.data_file,
                 )
         checked_version = False
-        for start, end, span_tasks in _spans(tasks):
+        for start, end, span_dvs in _spans(ordered):
             # The version byte comes with the first span when that span starts right after it.
             read_from = 0 if not checked_version and start == FIRST_DV_OFFSET else start
             span = handle.read_at(end - read_from, read_from)
@@ -234,24 +226,25 @@ def _read_ranges(io: FileIO, location: str, tasks: list[DVTask]) -> Iterator[byt
                         file=first.data_file,
                     )
                 checked_version = True
-            for task in span_tasks:
-                at = _file_offset(task) - read_from
+            for offset, task in span_dvs:
+                at = offset - read_from
                 yield span[at : at + task.size_in_bytes + FRAME_OVERHEAD]
 
 
-def _spans(tasks: list[DVTask]) -> Iterator[tuple[int, int, list[DVTask]]]:
-    """(start, end, tasks) of each span of DVs to read at once: tasks in ascending offset order, split where
-    the next DV starts more than MAX_READ_GAP bytes after the span's end (bytes no task needs)."""
-    span: list[DVTask] = []
+def _spans(ordered: list[tuple[int, DVTask]]) -> Iterator[tuple[int, int, list[tuple[int, DVTask]]]]:
+    """(start, end, DVs) of each span of DVs to read at once, `ordered` by offset: split where the next DV
+    starts more than MAX_READ_GAP bytes after the span's end (bytes no DV needs)."""
+    span: list[tuple[int, DVTask]] = []
     start = end = 0
-    for task in tasks:
-        offset = _file_offset(task)
+    for offset, task in ordered:
         if span and offset - end > MAX_READ_GAP:
             yield start, end, span
             span = []
         if not span:
             start = end = offset
-        span.append(task)
-        end = max(end, offset + task.size_in_bytes + FRAME_OVERHEAD)
+        span.append((offset, task))
+        dv_end = offset + task.size_in_bytes + FRAME_OVERHEAD
+        if dv_end > end:
+            end = dv_end
     if span:
         yield start, end, span

@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 from dv_assets.mirror.dv.codec import FRAME_OVERHEAD
 from dv_assets.mirror.dv.reader import FIRST_DV_OFFSET, DVTask, convert_dv_batch, resolve_dv_location
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError, UnsupportedFeatureError
-from dv_assets.mirror.iceberg.content_files import NO_METRICS, PUFFIN, DeleteFile, PartitionJson
+from dv_assets.mirror.iceberg.content_files import DeleteFile, PartitionJson
 from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.position_deletes import write_position_delete_file
 from dv_assets.mirror.iceberg.puffin import build_puffin
@@ -64,20 +64,20 @@ def write_delete_files(job: DeleteFileJob, io: FileIO, written: list[DeleteFile]
         except BaseException:
             io.delete_quietly([path])
             raise
-        written += [
-            DeleteFile(
-                path=path,
-                file_format=PUFFIN,
-                partition=partitions[entry.referenced_data_file],
-                file_size_in_bytes=len(puffin.content),
-                record_count=entry.cardinality,
-                referenced_data_file=entry.referenced_data_file,
-                content_offset=entry.offset,
-                content_size_in_bytes=entry.length,
-                metrics=NO_METRICS,
-            )
-            for entry in puffin.entries
-        ]
+        written += DeleteFile.puffin_dvs(
+            path,
+            len(puffin.content),
+            (
+                (
+                    e.referenced_data_file,
+                    partitions[e.referenced_data_file],
+                    e.cardinality,
+                    e.offset,
+                    e.length,
+                )
+                for e in puffin.entries
+            ),
+        )
         return written
     io.makedirs(layout.delete_dir)
     for dv in blobs:
