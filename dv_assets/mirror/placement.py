@@ -1,11 +1,11 @@
 """Where a version's DV work runs: on the driver, or as Spark tasks on the executors (pure).
 
 On the driver a DV costs its C work (a slice of one read of its DV file, CRC-32, the Roaring parse and
-checks: about 20 µs) and its bytes' read. Spark tasks add a job (scheduling, pickling the shares, a Python
-worker per task, the results back): far more than a version's driver work until the version is large, and
-on a local master they run on the driver's own cores, so they never pay there. On a cluster they pay from
-about a second of driver work: `min_dvs` DVs, or `min_bytes` of DV bytes to read (object storage reads
-at ~100 MB/s per stream; the executors read in parallel).
+checks; issue 18 aims at 20 µs) and its bytes' read. Spark tasks add a job (scheduling, pickling the
+shares, a Python worker per task, the results back): far more than a version's driver work until the
+version is large, and on a local master they run on the driver's own cores, so they never pay there. On a
+cluster they pay from about a second of driver work: `min_dvs` DVs, or `min_bytes` of DV bytes to read
+(object storage reads at ~100 MB/s per stream; the executors read in parallel).
 """
 
 from __future__ import annotations
