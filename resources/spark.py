@@ -57,8 +57,8 @@ class IcebergSparkResource(LazyPySparkResource):
     )
     executor_dvs: str | None = Field(
         default=None,
-        description="DVs of a version from which they are converted in Spark tasks, or `off` "
-        "(DVMIRROR_EXECUTOR_DVS, 1000)",
+        description="DVs of a version from which they are converted in Spark tasks on a cluster master "
+        "(never on a local one), or `off` (DVMIRROR_EXECUTOR_DVS, 50000)",
     )
     _settings: MirrorSettings | None = PrivateAttr(default=None)
 

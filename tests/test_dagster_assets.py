@@ -18,6 +18,7 @@ from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.mirror_table import CommitRequest
 from dv_assets.mirror.iceberg.types import Schema
+from dv_assets.mirror.placement import ExecutorPolicy
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import (
     add_partitions,
@@ -250,6 +251,10 @@ def test_a_backlog_is_one_run_with_every_version_recorded_and_checked(spark, cat
         assert len({m["snapshot_id"] for m in mirror.values()}) == 16
         v6 = mirror["6"]  # replaces a DV: its own figures, not the run's
         assert (v6["operation"], v6["dvs_copied"], v6["deletes_replaced"]) == ("DELETE", 1, 1)
+        # Where its DV work ran and why: the driver, on the tests' local master, with the threshold in force.
+        master = spark.sparkContext.master
+        assert (v6["dvs_converted_on"], v6["dv_placement"]) == ("driver", f"driver: local master {master}")
+        assert v6["executor_threshold"] == ExecutorPolicy().describe()
         assert mirror["15"]["mirrored_versions"] == ", ".join(versions)
         assert "mirrored_versions" not in mirror["14"]  # the run's totals go on its newest version only
         assert recorded_materializations(instance, source.mirror_asset_key, versions) == mirror

@@ -24,7 +24,7 @@ from dv_assets.mirror.dv.codec import (
     z85_decode,
     z85_encode,
 )
-from dv_assets.mirror.dv.reader import DVTask, convert_dv_batch, resolve_dv_location
+from dv_assets.mirror.dv.reader import MAX_READ_GAP, DVTask, convert_dv_batch, resolve_dv_location
 from dv_assets.mirror.errors import InvalidDeletionVectorError
 from tests.helpers.dvs import dv_file_of, fixture_dvs
 from tests.helpers.faults import patch_bytes
@@ -179,6 +179,38 @@ def test_batch_reads_shared_file_once_in_order(tmp_path: Path) -> None:
     assert [r.data_file for r in results] == ["b", "c", "a"]
     assert [list(r.positions()) for r in results] == [[7], [4], [1, 2, 3]]
     assert results[0].blob == second and results[2].blob == first
+
+
+@pytest.mark.parametrize("gap", [0, 100, MAX_READ_GAP + 1])
+def test_dvs_of_one_file_apart_or_together_are_each_their_own_bytes(tmp_path: Path, gap: int) -> None:
+    """DVs of a file are sliced out of one read of the span they cover, or read apart past MAX_READ_GAP
+    (bytes no DV needs between them); either way each is its own verbatim frame, named as `names` says."""
+    blobs = [encode_blob([1, 2, 3]), encode_blob(range(0, 5000, 7)), encode_blob([(1 << 32) + 9])]
+    dv_uuid = uuid.uuid4()
+    content = bytearray(b"\x01")
+    offsets = []
+    for blob in blobs:
+        offsets.append(len(content))
+        content += blob + b"\x00" * gap
+    (tmp_path / f"deletion_vector_{dv_uuid}.bin").write_bytes(bytes(content))
+    path_or_inline = z85_encode(dv_uuid.bytes)
+    tasks = [
+        DVTask(
+            str(tmp_path),
+            f"f{i}",
+            "u",
+            path_or_inline,
+            offset,
+            len(blob) - 8,
+            len(decode_blob(blob)),
+            1 << 40,
+        )
+        for i, (offset, blob) in reversed(list(enumerate(zip(offsets, blobs, strict=True))))
+    ]
+    results = convert_dv_batch(tasks, names={f"f{i}": f"file:/t/f{i}" for i in range(3)})
+    assert [r.data_file for r in results] == ["file:/t/f2", "file:/t/f1", "file:/t/f0"]
+    assert [r.blob for r in results] == blobs[::-1]
+    assert [r.cardinality for r in results] == [1, 715, 3]
 
 
 def test_p_storage_with_file_uri_and_plain_path(tmp_path: Path) -> None:

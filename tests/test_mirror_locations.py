@@ -22,6 +22,7 @@ from dv_assets.mirror.iceberg.layout import comparable
 from dv_assets.mirror.iceberg.maintenance import Retention, expire_and_reclaim
 from dv_assets.mirror.iceberg.mirror_table import URI_LOCATIONS_PROPERTY, URI_LOCATIONS_SUMMARY
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.placement import ExecutorPolicy
 from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.sync import sync_table
 from dv_assets.mirror.verify import dv_findings
@@ -139,7 +140,14 @@ def test_an_older_mirror_with_bare_paths_keeps_syncing_exactly(
 
         # The new DVs on the old code's files are written by Spark tasks (the executor path), the rest on
         # the driver.
-        in_tasks = sync_table(spark, root, name, format_version=fmt, until_version=3, executor_threshold=1)
+        in_tasks = sync_table(
+            spark,
+            root,
+            name,
+            format_version=fmt,
+            until_version=3,
+            executors=ExecutorPolicy(min_dvs=1, on_local_master=True),
+        )
         assert {v.dvs_converted_on.split(" ")[0] for v in in_tasks.versions if v.dvs_written} == {"spark"}
         mirror(spark, root, name, fmt, split_at=[7])
         mirrored = Mirrored(name, fmt, snapshots_by_delta_version(catalog, name))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import struct
 from pathlib import Path
 
@@ -13,6 +15,7 @@ from pyroaring import BitMap64
 
 from dv_assets.mirror.dv.codec import encode_blob
 from dv_assets.mirror.dv.reader import DVBlob
+from dv_assets.mirror.iceberg.content_files import PUFFIN, DeleteFile
 from dv_assets.mirror.iceberg.position_deletes import (
     FILE_PATH_FIELD_ID,
     POS_FIELD_ID,
@@ -21,6 +24,8 @@ from dv_assets.mirror.iceberg.position_deletes import (
 from dv_assets.mirror.iceberg.puffin import (
     DELETION_VECTOR_BLOB_TYPE,
     ROW_POSITION_FIELD_ID,
+    BlobMetadata,
+    PuffinFooter,
     build_puffin,
     read_puffin_footer,
 )
@@ -135,3 +140,38 @@ def test_position_delete_file_accepts_a_file_uri(tmp_path: Path) -> None:
 def test_position_delete_file_refuses_no_positions(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="no positions"):
         write_position_delete_file(str(tmp_path / "x.parquet"), "f", BitMap64())
+
+
+def test_footer_payload_is_the_json_of_its_entries_for_any_file_name() -> None:
+    """The footer is built from a template per blob; it must equal the JSON of `to_json` byte for byte,
+    whatever the names hold (quotes, backslashes, `%`, non-ASCII, control characters)."""
+    names = ['file:/t/é "q" \\ 100%d.parquet', "s3://bucket/a\tb\n.parquet", "/t/plain.parquet", "/t/\u2028"]
+    footer = PuffinFooter(
+        tuple(BlobMetadata(name, 4 + 40 * i, 40, i + 1) for i, name in enumerate(names)),
+        created_by='dv-mirror "x" é',
+    )
+    expected = json.dumps(footer.to_json(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    assert footer.payload() == expected
+    empty = PuffinFooter((), created_by="c")
+    assert empty.payload() == json.dumps(empty.to_json(), separators=(",", ":")).encode()
+
+
+def test_puffin_dv_entries_equal_the_constructors_field_for_field() -> None:
+    """`DeleteFile.puffin_dvs` fills each value in directly: it must set every field, as the constructor
+    would (a field added later without it makes this fail)."""
+    partition = (3, "x")
+    [fast] = DeleteFile.puffin_dvs("file:/w/d.puffin", 900, [("file:/t/a.parquet", partition, 7, 4, 60)])
+    built = DeleteFile(
+        path="file:/w/d.puffin",
+        file_format=PUFFIN,
+        partition=partition,
+        file_size_in_bytes=900,
+        record_count=7,
+        referenced_data_file="file:/t/a.parquet",
+        content_offset=4,
+        content_size_in_bytes=60,
+    )
+    assert set(vars(fast)) == {f.name for f in dataclasses.fields(DeleteFile)}
+    assert fast == built and fast.to_json() == built.to_json()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.path = "elsewhere"  # type: ignore[misc]

@@ -25,6 +25,7 @@ from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.layout import MirrorLayout, comparable, iceberg_location
 from dv_assets.mirror.iceberg.maintenance import Retention
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.placement import ExecutorPolicy
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import hash_tree
@@ -541,9 +542,20 @@ def test_nan_partition_values_are_refused_by_name(spark, catalog, tmp_path: Path
 def test_dvs_converted_in_spark_tasks_mirror_exactly(spark, catalog, copy_fixture, format_version) -> None:
     root = copy_fixture(PARTITIONED)
     name = f"rel.executors_v{format_version}"
-    result = sync_table(spark, root, name, format_version=format_version, executor_threshold=1)
+    result = sync_table(
+        spark,
+        root,
+        name,
+        format_version=format_version,
+        executors=ExecutorPolicy(min_dvs=1, on_local_master=True),
+    )
     converted = {v.dvs_converted_on.split(" ")[0] for v in result.versions if v.dvs_written}
     assert converted == {"spark"}
+    # A local master uses the executor path only because the policy forces it, and the results say so.
+    placements = [v.dv_placement for v in result.versions if v.dvs_written]
+    master = spark.sparkContext.master
+    assert master.startswith("local")
+    assert all(p.startswith("executors: ") and p.endswith(f" on {master}") for p in placements)
     assert_mirror_exact(spark, catalog, name, PARTITIONED)
 
 
@@ -553,7 +565,9 @@ def test_a_bad_dv_in_a_spark_task_is_refused_like_on_the_driver(spark, catalog, 
     content[44] ^= 0xFF  # the CRC
     (root / DV_NAME).write_bytes(bytes(content))
     with pytest.raises(InvalidDeletionVectorError, match="CRC") as refused:
-        sync_table(spark, root, "rel.executors_bad", executor_threshold=1)
+        sync_table(
+            spark, root, "rel.executors_bad", executors=ExecutorPolicy(min_dvs=1, on_local_master=True)
+        )
     assert (refused.value.version, refused.value.file) == (1, str(root / DATA_NAME))
     assert sorted(snapshots_by_delta_version(catalog, "rel.executors_bad")) == [0]
     data_dir = Path(IcebergJava(spark).load("rel.executors_bad").location) / "data"

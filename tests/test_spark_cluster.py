@@ -33,6 +33,7 @@ SYNC_ON_THE_CLUSTER = """
 import json, sys
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
+from dv_assets.mirror.placement import ExecutorPolicy
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.readers import pyiceberg_rows, iceberg_java_rows, snapshots_by_delta_version
 
@@ -40,11 +41,12 @@ master, delta, catalog_root = sys.argv[1:]
 catalog = CatalogConfig.under(catalog_root)
 overrides = {"spark.master": master, "spark.executor.memory": "512m", "spark.cores.max": "1"}
 spark = get_or_create_spark(MirrorSettings.resolve(catalog=catalog), overrides)
-result = sync_table(spark, delta, "cluster.t", executor_threshold=1)
+result = sync_table(spark, delta, "cluster.t", executors=ExecutorPolicy(min_dvs=1))
 snapshots = snapshots_by_delta_version(catalog, "cluster.t")
 print(json.dumps({
     "app": spark.sparkContext.applicationId,
     "converted_on": [v.dvs_converted_on for v in result.versions if v.dvs_written],
+    "placement": [v.dv_placement for v in result.versions if v.dvs_written],
     "java": {v: iceberg_java_rows(spark, "cluster.t", s) for v, s in snapshots.items()},
     "pyiceberg": {v: pyiceberg_rows(catalog, "cluster.t", s) for v, s in snapshots.items()},
 }))
@@ -124,6 +126,8 @@ def test_dvs_are_converted_on_the_worker(standalone_cluster, tmp_path: Path) -> 
     report = json.loads(done.stdout.strip().splitlines()[-1])
     # Every version with DVs ran as tasks on executor 0 of the worker, not in the driver.
     assert report["converted_on"] and all(c.endswith("on executor(s) 0)") for c in report["converted_on"])
+    # A cluster master: no local-master override needed, the DV count (>= 1) chose the executors.
+    assert all(p.startswith("executors: ") and p.endswith(f" on {master_url}") for p in report["placement"])
     assert (work / report["app"] / "0").is_dir()  # the worker ran that executor for this application
     for reader in ("java", "pyiceberg"):
         assert sorted(int(v) for v in report[reader]) == list(range(16))

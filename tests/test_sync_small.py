@@ -9,6 +9,7 @@ import pytest
 from pyiceberg.table.puffin import PuffinFile
 
 from dv_assets.mirror.iceberg.layout import comparable
+from dv_assets.mirror.placement import ExecutorPolicy
 from dv_assets.mirror.settings import CatalogConfig
 from tests.helpers.paths import expected_rows
 from tests.helpers.processes import run_dvmirror
@@ -41,6 +42,12 @@ def test_cli_mirrors_each_version_as_one_snapshot(cli_mirror) -> None:
     _, catalog, summary, _ = cli_mirror
     assert summary["mirrored_versions"] == [0, 1]
     assert summary["dvs_written"] == 1
+    # The default settings on the default local master: the DV work stays on the driver, and says why.
+    versions = {v["delta_version"]: v for v in summary["versions"]}
+    assert versions[1]["dvs_converted_on"] == "driver"
+    assert versions[1]["dv_placement"] == "driver: local master local[2]"
+    assert versions[1]["executor_threshold"] == ExecutorPolicy().describe()
+    assert versions[0]["dv_placement"] == "none: no DVs"
     table = catalog.pyiceberg_catalog().load_table("fx.t")
     assert table.format_version == 3
     by_version = snapshots_by_delta_version(catalog, "fx.t")

@@ -201,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
             format_version=args.format_version,
             until_version=args.until_version,
             allowed_roots=args.allow_root,
-            executor_threshold=settings.executor_threshold,
+            executors=settings.executors,
             on_version=progress,
         )
     except MirrorInputError as err:

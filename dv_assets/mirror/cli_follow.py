@@ -39,9 +39,16 @@ def version_line(result: VersionResult) -> str:
     return (
         f"mirrored Delta version {result.delta_version} ({result.operation or 'unknown'}) as "
         f"snapshot {result.snapshot_id}: +{result.data_files_added}/-{result.data_files_removed} "
-        f"data files, {result.dvs_written} DVs ({result.dvs_converted_on}), "
+        f"data files, {result.dvs_written} DVs ({_dv_work(result)}), "
         f"{result.bytes_written} bytes in {result.seconds:.2f} s"
     )
+
+
+def _dv_work(result: VersionResult) -> str:
+    """Where the version's DVs were converted and why; the Spark run too when in tasks."""
+    if result.dvs_converted_on.startswith("spark"):
+        return f"{result.dv_placement}; {result.dvs_converted_on}"
+    return result.dv_placement
 
 
 def _emit(args: argparse.Namespace, text: str, event: dict) -> None:
@@ -102,7 +109,7 @@ def run_follow(args: argparse.Namespace, settings: MirrorSettings, spark_log: st
                 stop=stop,
                 format_version=args.format_version,
                 allowed_roots=args.allow_root,
-                executor_threshold=settings.executor_threshold,
+                executors=settings.executors,
                 on_following=following,
                 on_version=committed,
                 on_retry=retrying,

@@ -37,8 +37,8 @@ from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.errors import MirrorConflictError
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.io import FileIO, NotARegularFileError
+from dv_assets.mirror.placement import DEFAULT_EXECUTOR_POLICY, ExecutorPolicy
 from dv_assets.mirror.results import VersionResult
-from dv_assets.mirror.settings import DEFAULT_EXECUTOR_DVS
 from dv_assets.mirror.sync import sync_table
 
 FIRST_BACKOFF_SECONDS = 1.0
@@ -189,7 +189,7 @@ def follow_table(
     stop: threading.Event,
     format_version: int | None = None,
     allowed_roots: Sequence[str] = (),
-    executor_threshold: int | None = DEFAULT_EXECUTOR_DVS,
+    executors: ExecutorPolicy = DEFAULT_EXECUTOR_POLICY,
     on_following: Callable[[int | None], None] | None = None,
     on_version: Callable[[VersionResult, float | None], None] | None = None,
     on_retry: Callable[[BaseException, float], None] | None = None,
@@ -232,7 +232,7 @@ def follow_table(
                     table_name,
                     format_version=format_version,
                     allowed_roots=allowed_roots,
-                    executor_threshold=executor_threshold,
+                    executors=executors,
                     on_version=committed,
                     iceberg=iceberg,
                     io=io,

@@ -272,13 +272,15 @@ def _delete_job(
         for add in new_dvs
         if add.deletion_vector is not None
     )
+    checked: set[str] = set()  # a DELETE's thousands of DVs share a few DV files: each is checked once
     for task in tasks:
         location = resolve_dv_location(task.table_root, task.storage_type, task.path_or_inline_dv)
-        if location is not None:
+        if location is not None and location not in checked:
             try:
                 paths.check(location, what="deletion vector file")
             except MirrorInputError as err:
                 raise InvalidDeletionVectorError(err.reason, file=task.data_file) from None
+            checked.add(location)
     return DeleteFileJob(
         tasks=tasks,
         partitions={add.location: _partition(add, change.metadata, schema) for add in new_dvs},
@@ -334,6 +336,8 @@ def _check_partitioning_unchanged(metadata: Metadata, mirrored: tuple[str, ...] 
 
 def _partition(add: AddFile, metadata: Metadata, schema: Schema) -> tuple:
     """The data file's partition tuple as Iceberg single-value JSON, in partition-spec order."""
+    if not metadata.partition_columns:  # the common case, called once per file of a version: no name map
+        return ()
     physical = metadata.physical_names
     return tuple(
         iceberg_schema.partition_value(add.partition_values.get(physical[column]), schema, column)

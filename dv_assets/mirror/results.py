@@ -20,6 +20,9 @@ class VersionResult:
     bytes_written: int
     seconds: float
     dvs_converted_on: str = "none"  # "driver", "spark (N tasks on executor(s) …)" or "none"
+    # Why there (`placement.py`): "driver: local master local[2]", "executors: 60000 DVs >= 50000 on spark://…"
+    dv_placement: str = "none: no DVs"
+    executor_threshold: str = ""  # the executors' threshold in force ("off", "50000 DVs or … bytes, on …")
     dv_seconds: float = 0.0  # of `seconds`: reading, verifying and writing the version's delete files
     commit_seconds: float = 0.0  # of `seconds`: the Iceberg transaction
     delta_commit_ms: int | None = None  # when Delta committed the version (CommitInfo.commit_ms)

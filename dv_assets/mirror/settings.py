@@ -23,7 +23,9 @@ behaves like a checkout run from the same folder:
 | Spark master | — | `DVMIRROR_SPARK_MASTER` | `local[2]` |
 | driver memory | — | `DVMIRROR_SPARK_DRIVER_MEMORY` | `3g` |
 | sources file | — | `DVMIRROR_SOURCES` | `sources.yaml` (Dagster) |
-| Spark-task DVs | — | `DVMIRROR_EXECUTOR_DVS` | 1000 DVs (`off`: driver) |
+| Spark-task DVs (cluster masters) | — | `DVMIRROR_EXECUTOR_DVS` | 50000 DVs in a version (`off`: driver) |
+| Spark-task DV bytes (cluster masters) | — | `DVMIRROR_EXECUTOR_BYTES` | 268435456 (256 MiB) in a version |
+| Spark tasks on a local master too | — | `DVMIRROR_EXECUTORS_ON_LOCAL=1` | off: driver on `local[…]` |
 | tracebacks | — | `DVMIRROR_DEBUG=1` | off |
 
 The configuration file is YAML; `${VAR}` in a value is replaced by the environment variable VAR (an
@@ -50,6 +52,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit
 
+from dv_assets.mirror.placement import (
+    DEFAULT_EXECUTOR_BYTES,
+    DEFAULT_EXECUTOR_DVS,
+    DEFAULT_EXECUTOR_POLICY,
+    ExecutorPolicy,
+)
+
 CATALOG_URI_ENV = "DVMIRROR_CATALOG_URI"
 WAREHOUSE_ENV = "DVMIRROR_WAREHOUSE"
 CONFIG_ENV = "DVMIRROR_CONFIG"
@@ -59,7 +68,8 @@ SPARK_MASTER_ENV = "DVMIRROR_SPARK_MASTER"
 DRIVER_MEMORY_ENV = "DVMIRROR_SPARK_DRIVER_MEMORY"
 SOURCES_ENV = "DVMIRROR_SOURCES"
 EXECUTOR_DVS_ENV = "DVMIRROR_EXECUTOR_DVS"
-DEFAULT_EXECUTOR_DVS = 1000
+EXECUTOR_BYTES_ENV = "DVMIRROR_EXECUTOR_BYTES"
+EXECUTORS_ON_LOCAL_ENV = "DVMIRROR_EXECUTORS_ON_LOCAL"
 DEBUG_ENV = "DVMIRROR_DEBUG"
 S3_ENV = "DVMIRROR_S3"
 
@@ -329,7 +339,7 @@ class MirrorSettings:
     driver_memory: str = "3g"
     sources_file: Path = Path(SOURCES_FILE)
     debug: bool = False
-    executor_threshold: int | None = DEFAULT_EXECUTOR_DVS  # None: DVs always converted on the driver
+    executors: ExecutorPolicy = DEFAULT_EXECUTOR_POLICY  # when a version's DVs are converted in Spark tasks
     # S3 support in Spark (S3A for the Delta side, Iceberg's S3FileIO): the jars of `make jars-s3`. On when
     # asked for (`s3_requested`: the flag, DVMIRROR_S3) or when the catalog uses S3.
     s3: bool = False
@@ -388,8 +398,10 @@ class MirrorSettings:
             driver_memory=driver_memory or env.get(DRIVER_MEMORY_ENV) or "3g",
             sources_file=Path(sources_file or env.get(SOURCES_ENV) or cwd / SOURCES_FILE).resolve(),
             debug=bool(env.get(DEBUG_ENV)),
-            executor_threshold=_threshold(
-                env.get(EXECUTOR_DVS_ENV) if executor_dvs is None else executor_dvs
+            executors=ExecutorPolicy(
+                min_dvs=_threshold(env.get(EXECUTOR_DVS_ENV) if executor_dvs is None else executor_dvs),
+                min_bytes=_byte_threshold(env.get(EXECUTOR_BYTES_ENV)),
+                on_local_master=env.get(EXECUTORS_ON_LOCAL_ENV) == "1",
             ),
             s3=s3_requested or catalog.uses_s3,
             s3_requested=s3_requested,
@@ -402,8 +414,8 @@ class MirrorSettings:
 
     @property
     def executor_dvs(self) -> str:
-        """`executor_threshold` as DVMIRROR_EXECUTOR_DVS spells it (a number of DVs, or `off`)."""
-        return "off" if self.executor_threshold is None else str(self.executor_threshold)
+        """The executors' DV threshold as DVMIRROR_EXECUTOR_DVS spells it (a number of DVs, or `off`)."""
+        return "off" if self.executors.min_dvs is None else str(self.executors.min_dvs)
 
 
 def _threshold(value: str | None) -> int | None:
@@ -413,4 +425,12 @@ def _threshold(value: str | None) -> int | None:
         return None
     if not value.isdigit() or int(value) < 1:
         raise ValueError(f"{EXECUTOR_DVS_ENV} must be a positive number of DVs or `off`, got {value!r}")
+    return int(value)
+
+
+def _byte_threshold(value: str | None) -> int:
+    if value is None or value == "":
+        return DEFAULT_EXECUTOR_BYTES
+    if not value.isdigit() or int(value) < 1:
+        raise ValueError(f"{EXECUTOR_BYTES_ENV} must be a positive number of bytes, got {value!r}")
     return int(value)

@@ -42,9 +42,9 @@ from dv_assets.mirror.iceberg.mirror_table import (
 )
 from dv_assets.mirror.identity import check_apart, check_same_delta_table, mirror_position
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.placement import DEFAULT_EXECUTOR_POLICY, ExecutorPolicy, Placement
 from dv_assets.mirror.plan import MirrorState, VersionPlan, files_to_count, plan_version
 from dv_assets.mirror.results import SyncResult, VersionResult
-from dv_assets.mirror.settings import DEFAULT_EXECUTOR_DVS
 
 DEFAULT_FORMAT_VERSION = 3
 # A v2 mirror writes one row per deleted position: a DV claiming more than this many is checked against
@@ -61,15 +61,16 @@ def sync_table(
     until_version: int | None = None,
     on_version: Callable[[VersionResult], None] | None = None,
     allowed_roots: Sequence[str] = (),
-    executor_threshold: int | None = DEFAULT_EXECUTOR_DVS,
+    executors: ExecutorPolicy = DEFAULT_EXECUTOR_POLICY,
     iceberg: IcebergJava | None = None,
     io: FileIO | None = None,
     stop: Callable[[], bool] | None = None,
 ) -> SyncResult:
     """Mirror Delta versions (last mirrored, min(until_version, latest)] into Iceberg `table_name`.
 
-    Files the log names must be inside the Delta table's root or one of `allowed_roots`. A version with
-    at least `executor_threshold` DVs converts them in Spark tasks (None: always on the driver).
+    Files the log names must be inside the Delta table's root or one of `allowed_roots`. A version's DVs
+    are converted in Spark tasks where `executors` says they pay (never on a local master unless it
+    says so), else on the driver.
     `iceberg` and `io` are the seams to Iceberg Java and to storage (defaults: the session's catalog
     and a `FileIO` with its storage properties); tests pass their own to inject faults. `stop` is asked
     before each version: when it answers True the run ends there, between versions (`follow.py`).
@@ -98,7 +99,7 @@ def sync_table(
         with _cleaned_up_on_failure(io, state, change.version) as attempt:
             plan = plan_version(change, state, _row_counts(change, state.format_version, paths, io), paths)
             dv_began = time.monotonic()
-            converted_on = run_delete_job(spark, plan.delete_job, io, executor_threshold, attempt.written)
+            converted_on, placement = run_delete_job(spark, plan.delete_job, io, executors, attempt.written)
             dv_seconds = time.monotonic() - dv_began
             request = plan.commit_request(attempt.written)
             if plan.new_table is not None:  # created only once its first version is known to be mirrorable
@@ -113,6 +114,8 @@ def sync_table(
             request,
             outcome,
             converted_on,
+            placement,
+            executors,
             began=began,
             dv_seconds=dv_seconds,
             commit_seconds=commit_seconds,
@@ -128,6 +131,8 @@ def _version_result(
     request: CommitRequest,
     outcome: CommitOutcome,
     converted_on: str,
+    placement: Placement,
+    executors: ExecutorPolicy,
     *,
     began: float,
     dv_seconds: float,
@@ -147,6 +152,8 @@ def _version_result(
         bytes_written=sum({f.path: f.file_size_in_bytes for f in request.add_delete_files}.values()),
         seconds=round(time.monotonic() - began, 3),
         dvs_converted_on=converted_on,
+        dv_placement=placement.reason,
+        executor_threshold=executors.describe(),
         dv_seconds=round(dv_seconds, 6),
         commit_seconds=round(commit_seconds, 6),
         delta_commit_ms=plan.change.commit_info.commit_ms,

@@ -73,6 +73,9 @@ def version_metadata(result: VersionResult, table: str) -> dict[str, dg.Metadata
         "deletes_replaced": dg.MetadataValue.int(result.deletes_replaced),
         "bytes_written": dg.MetadataValue.int(result.bytes_written),
         "dvs_converted_on": dg.MetadataValue.text(result.dvs_converted_on),
+        "dv_placement": dg.MetadataValue.text(result.dv_placement),
+        "executor_threshold": dg.MetadataValue.text(result.executor_threshold),
+        "dv_seconds": dg.MetadataValue.float(result.dv_seconds),
         "puffin_files": dg.MetadataValue.int(len(puffins)),
         "parquet_delete_files": dg.MetadataValue.int(len(parquets)),
         "delete_files": dg.MetadataValue.md(_files_md(result.delete_files)),
@@ -258,7 +261,7 @@ def build_iceberg_mirror_asset(
                     format_version=source.format_version,
                     until_version=newest,
                     allowed_roots=source.allowed_roots,
-                    executor_threshold=spark.settings.executor_threshold,
+                    executors=spark.settings.executors,
                     iceberg=iceberg,
                     on_version=on_version,
                 ).latest_delta_version

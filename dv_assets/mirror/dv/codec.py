@@ -29,6 +29,9 @@ BITMAP_MAGIC_BYTES = struct.pack("<I", BITMAP_MAGIC)  # D1 D3 39 64
 FRAME_OVERHEAD = 8  # BE32 length before the bitmap + BE32 CRC-32 after it
 # Iceberg (and Delta) keep the high 32 bits of a position as a signed Java int: keys stay below 2^31.
 MAX_POSITION = (1 << 63) - 1
+_FRAME_HEAD = struct.Struct(">I4s")  # a blob's length field and the bitmap's magic bytes
+_CRC = struct.Struct(">I")
+_NO_ROWS_BOUND = MAX_POSITION + 1  # the first position a DV may not hold when the row count is unknown
 
 
 class Z85Error(ValueError):
@@ -249,16 +252,49 @@ def verify_blob(
     """Check everything a blob claims before it is copied: frame length against the descriptor's
     sizeInBytes, magic, CRC-32, cardinality, and that every position addresses a row of the data file.
     Returns the positions; raises InvalidDeletionVectorError with the precise reason.
+
+    The driver runs this once per DV, so a valid blob costs only C work (one header unpack, CRC-32 in zlib,
+    the Roaring parse, re-serialization for the length and the cardinality and maximum in pyroaring); any
+    mismatch is explained by `_refuse_blob`, which runs the checks one by one for the exact reason.
     """
+    view = memoryview(blob)
+    size = len(view) - FRAME_OVERHEAD
+    if size >= len(BITMAP_MAGIC_BYTES) + 8:
+        length, magic = _FRAME_HEAD.unpack_from(view)
+        (stored_crc,) = _CRC.unpack_from(view, 4 + size)
+        if (
+            length == size
+            and (expected_size is None or length == expected_size)
+            and magic == BITMAP_MAGIC_BYTES
+            and zlib.crc32(view[4 : 4 + size]) == stored_crc
+        ):
+            vector = view[8 : 4 + size]
+            try:
+                bitmap = BitMap64.deserialize(vector)
+            except ValueError:
+                bitmap = None
+            if (
+                bitmap is not None
+                and len(bitmap.serialize()) == len(vector)
+                and (expected_cardinality is None or len(bitmap) == expected_cardinality)
+                and (not bitmap or bitmap.max() < (_NO_ROWS_BOUND if num_records is None else num_records))
+            ):
+                return bitmap
+    _refuse_blob(blob, expected_size, expected_cardinality, num_records)
+    raise AssertionError("unreachable: _refuse_blob raises")  # pragma: no cover
+
+
+def _refuse_blob(
+    blob: bytes, expected_size: int | None, expected_cardinality: int | None, num_records: int | None
+) -> None:
+    """The reason a blob failed `verify_blob`, found by running each check in order (raises)."""
     if expected_size is not None and len(blob) >= 4:
         length = struct.unpack_from(">I", blob)[0]
         if length != expected_size:
             raise InvalidDeletionVectorError(
                 f"DV length field is {length} but the descriptor's sizeInBytes is {expected_size}"
             )
-    bitmap = decode_blob(blob)
-    check_positions(bitmap, expected_cardinality=expected_cardinality, num_records=num_records)
-    return bitmap
+    check_positions(decode_blob(blob), expected_cardinality=expected_cardinality, num_records=num_records)
 
 
 def check_positions(bitmap: BitMap64, *, expected_cardinality: int | None, num_records: int | None) -> None:

@@ -5,7 +5,7 @@ The same function runs on the driver (small versions) or inside Spark tasks (`wr
 DVs are grouped by the file they live in, so each DV file is read by one task, and every task writes its
 own delete files straight into the table's data folder and returns only their entries. Work travels as
 plain picklable values (`DeleteFileJob` out, `TaskResult` back); executors import the installed `dv_assets`
-package. `run_delete_job` picks where a version's job runs.
+package. `run_delete_job` runs a version's job where `placement.py` says it pays.
 """
 
 from __future__ import annotations
@@ -18,13 +18,15 @@ from dataclasses import dataclass, replace
 
 from pyspark.sql import SparkSession
 
+from dv_assets.mirror.dv.codec import FRAME_OVERHEAD
 from dv_assets.mirror.dv.reader import FIRST_DV_OFFSET, DVTask, convert_dv_batch, resolve_dv_location
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError, UnsupportedFeatureError
-from dv_assets.mirror.iceberg.content_files import PUFFIN, DeleteFile, PartitionJson
+from dv_assets.mirror.iceberg.content_files import DeleteFile, PartitionJson
 from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.position_deletes import write_position_delete_file
 from dv_assets.mirror.iceberg.puffin import build_puffin
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.placement import ExecutorPolicy, Placement
 
 # Errors a task reports back by name (`Refusal`), so the driver raises the same refusal, naming the same file.
 _INPUT_ERRORS: dict[str, type[MirrorInputError]] = {
@@ -51,7 +53,7 @@ def write_delete_files(job: DeleteFileJob, io: FileIO, written: list[DeleteFile]
     if not job.tasks:
         return written
     # Each DV is written naming its data file as Iceberg does (refusals while reading name its location).
-    blobs = [replace(b, data_file=job.data_file_paths[b.data_file]) for b in convert_dv_batch(job.tasks, io)]
+    blobs = convert_dv_batch(job.tasks, io, names=job.data_file_paths)
     partitions = {job.data_file_paths[location]: p for location, p in job.partitions.items()}
     layout = job.layout
     if job.format_version >= 3:
@@ -62,19 +64,20 @@ def write_delete_files(job: DeleteFileJob, io: FileIO, written: list[DeleteFile]
         except BaseException:
             io.delete_quietly([path])
             raise
-        written += [
-            DeleteFile(
-                path=path,
-                file_format=PUFFIN,
-                partition=partitions[entry.referenced_data_file],
-                file_size_in_bytes=len(puffin.content),
-                record_count=entry.cardinality,
-                referenced_data_file=entry.referenced_data_file,
-                content_offset=entry.offset,
-                content_size_in_bytes=entry.length,
-            )
-            for entry in puffin.entries
-        ]
+        written += DeleteFile.puffin_dvs(
+            path,
+            len(puffin.content),
+            (
+                (
+                    e.referenced_data_file,
+                    partitions[e.referenced_data_file],
+                    e.cardinality,
+                    e.offset,
+                    e.length,
+                )
+                for e in puffin.entries
+            ),
+        )
         return written
     io.makedirs(layout.delete_dir)
     for dv in blobs:
@@ -95,20 +98,23 @@ def run_delete_job(
     spark: SparkSession,
     job: DeleteFileJob,
     io: FileIO,
-    executor_threshold: int | None,
+    executors: ExecutorPolicy,
     written: list[DeleteFile],
-) -> str:
-    """Run the job on the driver, or as Spark tasks when it has at least `executor_threshold` DVs (None:
-    always on the driver); its delete files go into `written` (on the driver, each as soon as it exists).
-    Returns where the work ran, for the version's report: "none", "driver" or the `SparkRun`."""
+) -> tuple[str, Placement]:
+    """Run the job on the driver, or as Spark tasks where `executors` says they pay (`placement.py`: on a
+    cluster master, from a number of DVs or DV bytes); its delete files go into `written` (on the driver,
+    each as soon as it exists). Returns where the work ran, for the version's report ("none", "driver" or
+    the `SparkRun`), and the choice with its reason."""
+    dv_bytes = sum(task.size_in_bytes for task in job.tasks) + FRAME_OVERHEAD * len(job.tasks)
+    placement = executors.place(len(job.tasks), dv_bytes, spark.sparkContext.master)
     if not job.tasks:
-        return "none"
-    if executor_threshold is not None and len(job.tasks) >= executor_threshold:
+        return "none", placement
+    if placement.on_executors:
         on_executors, run = write_on_executors(spark, job, io)
         written += on_executors
-        return str(run)
+        return str(run), placement
     write_delete_files(job, io, written)
-    return "driver"
+    return "driver", placement
 
 
 def by_dv_file(tasks: Iterable[DVTask], max_share: int | None = None) -> list[tuple[DVTask, ...]]:

@@ -12,7 +12,8 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
-from typing import Any
+from json.encoder import encode_basestring  # what json.dumps(str, ensure_ascii=False) calls
+from typing import Any, NamedTuple
 
 from dv_assets.mirror.dv.reader import DVBlob
 
@@ -33,10 +34,10 @@ def _created_by() -> str:
 CREATED_BY = _created_by()
 
 
-@dataclass(frozen=True)
-class BlobMetadata:
+class BlobMetadata(NamedTuple):
     """One blob's entry in the Puffin footer: where it landed, and what the DV's manifest entry needs
-    (`content_offset` / `content_size_in_bytes`, `referenced_data_file`, the cardinality)."""
+    (`content_offset` / `content_size_in_bytes`, `referenced_data_file`, the cardinality). A named tuple:
+    one per DV, built in a fifth of a frozen dataclass's time."""
 
     referenced_data_file: str
     offset: int
@@ -68,8 +69,23 @@ class PuffinFooter:
         return {"blobs": [b.to_json() for b in self.blobs], "properties": {"created-by": self.created_by}}
 
     def payload(self) -> bytes:
-        """The footer JSON as stored: compact, UTF-8."""
-        return json.dumps(self.to_json(), separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        """The footer JSON as stored: compact, UTF-8; byte for byte `json.dumps(self.to_json(),
+        separators=(",", ":"), ensure_ascii=False)`, built from one template per blob (a version of
+        100,000 DVs has 100,000 entries, and a dict per entry costs more than the DV work itself)."""
+        entries = ",".join(
+            _BLOB_JSON % (b.offset, b.length, encode_basestring(b.referenced_data_file), b.cardinality)
+            for b in self.blobs
+        )
+        properties = json.dumps({"created-by": self.created_by}, separators=(",", ":"), ensure_ascii=False)
+        return f'{{"blobs":[{entries}],"properties":{properties}}}'.encode()
+
+
+# One footer entry as `BlobMetadata.to_json` gives it, compact, in its key order.
+_BLOB_JSON = (
+    f'{{"type":"{DELETION_VECTOR_BLOB_TYPE}","fields":[{ROW_POSITION_FIELD_ID}],'
+    f'"snapshot-id":{UNASSIGNED},"sequence-number":{UNASSIGNED},"offset":%d,"length":%d,'
+    '"properties":{"referenced-data-file":%s,"cardinality":"%d"}}'
+)
 
 
 @dataclass(frozen=True)
