@@ -6,7 +6,8 @@ out as Delta's PROTOCOL.md says: `SyntheticTable` of tests/helpers/delta_log.py)
 figure's, which Delta Spark writes and rewrites:
 
     .venv/bin/python benchmarks/bench.py [--files 100000] [--dvs 10000] [--memory-dvs 100000]
-        [--backlog 200] [--only backlog|freshness]
+        [--backlog 200] [--only backlog|freshness|iceberg|million] [--million]
+        [--million-files 1000000] [--repeats 3]
 
 Spark start-up is excluded from every time. Figures: per-version cost at 100,000 files vs 100 files;
 the first version of a 100,000-file table; the v3 DV work of a 10,000-DV version on the default settings
