@@ -26,7 +26,6 @@ the path pays it).
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import os
 import shutil
@@ -42,6 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 import dagster as dg
 from pyspark.sql import SparkSession
 
+from benchmarks.driver_memory import peaks, reset_peaks
 from benchmarks.figures import Figure, Unmeasured
 from benchmarks.freshness import freshness_figures
 from benchmarks.iceberg_side_by_side import iceberg_side_by_side_figures
@@ -216,11 +216,6 @@ def positions_per_core(spark: SparkSession, tmp: Path) -> list[Figure]:
     ]
 
 
-def _heap_pools(spark: SparkSession) -> list:
-    factory = spark._jvm.java.lang.management.ManagementFactory
-    return [p for p in factory.getMemoryPoolMXBeans() if str(p.getType()) == "Heap memory"]
-
-
 # The memory version runs in a process of its own whose JVM heap is capped: a JVM with room to spare
 # lets garbage pile up to its limit, so the cap, not the work, would set the peak. The version must
 # complete within it; the figure is what was really used under it.
@@ -275,17 +270,9 @@ def _memory_child(root: Path, dvs: int) -> None:
     v0 = table.create(dvs)
     _timed_sync(spark, table.root, "bench.memory", v0)
     version, _ = table.delete(table.files, lambda i: range(i % 7, 100, 11))
-    gc.collect()
-    spark._jvm.java.lang.System.gc()
-    Path("/proc/self/clear_refs").write_text("5")  # resets VmHWM, the peak resident set
-    for pool in _heap_pools(spark):
-        pool.resetPeakUsage()
+    reset_peaks(spark)
     result = sync_table(spark, table.root, "bench.memory", until_version=version)
-    status = Path("/proc/self/status").read_text()
-    python_peak = (
-        int(next(line for line in status.splitlines() if line.startswith("VmHWM")).split()[1]) * 1024
-    )
-    jvm_peak = sum(int(pool.getPeakUsage().getUsed()) for pool in _heap_pools(spark))
+    python_peak, jvm_peak = peaks(spark)
     (mirrored,) = result.versions
     print(
         json.dumps(
