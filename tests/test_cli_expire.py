@@ -14,7 +14,7 @@ import pytest
 from dv_assets.mirror.iceberg.layout import MirrorLayout
 from tests.helpers.dagster import hash_tree
 from tests.helpers.paths import DELTA_FIXTURES, expected_rows
-from tests.helpers.processes import cli_catalog, one_error_line, run_dvmirror, sync_cli
+from tests.helpers.processes import catalog_args, cli_catalog, one_error_line, run_dvmirror, sync_cli
 from tests.helpers.readers import pyiceberg_rows, snapshots_by_delta_version
 
 TABLE = "dv-partitioned-with-checkpoint"  # 16 versions, DVs added, widened and dropped
@@ -23,7 +23,7 @@ MIRROR = "ops.events"
 
 def expire_cli(tmp: Path, *args: str) -> object:
     catalog = cli_catalog(tmp)
-    where = ["--catalog-uri", catalog.sqlalchemy_uri, "--warehouse", str(catalog.warehouse)]
+    where = catalog_args(catalog)
     return run_dvmirror("expire", *args, *where, cwd=tmp)
 
 

@@ -29,7 +29,7 @@ from tests.helpers.delta_histories import (
 )
 from tests.helpers.delta_log import read_commit, write_commit
 from tests.helpers.paths import DELTA_FIXTURES
-from tests.helpers.processes import one_error_line, run_dvmirror, sync_cli
+from tests.helpers.processes import catalog_args, one_error_line, run_dvmirror, sync_cli
 from tests.helpers.readers import snapshots_by_delta_version
 
 WIDENED_LATEST = 8  # the widened table's last version before the float → double widening
@@ -61,7 +61,7 @@ def refused(done: subprocess.CompletedProcess) -> tuple[str, dict]:
 
 
 def status_json(tmp: Path, catalog: CatalogConfig, table: str) -> dict:
-    where = ["--catalog-uri", catalog.sqlalchemy_uri, "--warehouse", str(catalog.warehouse)]
+    where = catalog_args(catalog)
     done = run_dvmirror("status", table, *where, "--json", cwd=tmp)
     assert done.returncode == 0, done.stdout + done.stderr
     (one,) = json.loads(done.stdout)["tables"]
@@ -128,7 +128,7 @@ def test_widening_and_vacuum_check_mirror_exactly(spark, catalog, widened) -> No
         spark, catalog, root, mirrors, label="CLI widening", pyiceberg_every_version=True
     )
     assert compared == 2 * (WIDENED_LATEST + 1)
-    where = ["--catalog-uri", catalog.sqlalchemy_uri, "--warehouse", str(catalog.warehouse)]
+    where = catalog_args(catalog)
     for m in mirrors:
         table = catalog.pyiceberg_catalog().load_table(m.table_name)
         assert table.format_version == m.format_version

@@ -26,7 +26,14 @@ from tests.helpers.delta_histories import (
 )
 from tests.helpers.delta_log import SyntheticTable
 from tests.helpers.paths import DELTA_FIXTURES
-from tests.helpers.processes import dvmirror_env, no_java_env, one_error_line, run_dvmirror, spawn_dvmirror
+from tests.helpers.processes import (
+    catalog_args,
+    dvmirror_env,
+    no_java_env,
+    one_error_line,
+    run_dvmirror,
+    spawn_dvmirror,
+)
 from tests.helpers.readers import pyiceberg_rows, pyiceberg_state, snapshots_by_delta_version
 from tests.helpers.rows import sorted_rows
 
@@ -42,7 +49,7 @@ class Follower:
         self.out, self.err = tmp / f"{name}.out", tmp / f"{name}.err"
         self.spark_logs = tmp / f"{name}-tmp"  # TMPDIR: where its Spark log goes
         self.spark_logs.mkdir()
-        flags = ["--catalog-uri", catalog.sqlalchemy_uri, "--warehouse", str(catalog.warehouse)]
+        flags = catalog_args(catalog)
         self.process = spawn_dvmirror(
             *("sync", str(delta), "--table", TABLE, *flags, "--follow", "--interval", "1", *extra),
             cwd=tmp,

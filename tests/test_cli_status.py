@@ -16,7 +16,14 @@ from pyiceberg.types import LongType, NestedField
 
 from dv_assets.mirror.settings import CatalogConfig
 from tests.helpers.paths import DELTA_FIXTURES
-from tests.helpers.processes import cli_catalog, no_java_env, one_error_line, run_dvmirror, sync_cli
+from tests.helpers.processes import (
+    catalog_args,
+    cli_catalog,
+    no_java_env,
+    one_error_line,
+    run_dvmirror,
+    sync_cli,
+)
 from tests.helpers.readers import snapshots_by_delta_version
 
 TABLE = "table-with-dv-small"  # version 0: 10 rows in one file; version 1: a DELETE as one DV (8 rows)
@@ -25,7 +32,7 @@ TABLE = "table-with-dv-small"  # version 0: 10 rows in one file; version 1: a DE
 def status(tmp: Path, *args: str) -> subprocess.CompletedProcess:
     """`dvmirror status ARGS` on `cli_catalog(tmp)`, where no JVM can start."""
     catalog = cli_catalog(tmp)
-    where = ["--catalog-uri", catalog.sqlalchemy_uri, "--warehouse", str(catalog.warehouse)]
+    where = catalog_args(catalog)
     env = no_java_env()
     assert shutil.which("java", path=env["PATH"]) is None
     return run_dvmirror("status", *args, *where, cwd=tmp, env=env)
@@ -96,7 +103,7 @@ def test_a_no_op_sync_answers_without_a_jvm(behind, tmp_path: Path) -> None:
     tmp, delta, _ = behind
     assert sync_cli(tmp, delta, "st.t").returncode == 0
     catalog = cli_catalog(tmp)
-    where = ["--catalog-uri", catalog.sqlalchemy_uri, "--warehouse", str(catalog.warehouse)]
+    where = catalog_args(catalog)
 
     def sync_without_java(source: Path, *extra: str) -> subprocess.CompletedProcess:
         args = ("sync", str(source), "--table", "st.t", *where, *extra)

@@ -22,6 +22,7 @@ from dv_assets.mirror.sync import sync_table
 from dv_assets.mirror.verify import snapshot_files_with_spark
 from tests.helpers.paths import DELTA_FIXTURES, expected_rows
 from tests.helpers.processes import (
+    catalog_args,
     catalog_flags,
     cli_catalog,
     dvmirror_env,
@@ -39,7 +40,7 @@ FULL = [*ALWAYS, "row_count_matches"]
 
 
 def verify(catalog: CatalogConfig, *args: str, cwd: Path, env: dict[str, str] | None = None):
-    where = ["--catalog-uri", catalog.sqlalchemy_uri, "--warehouse", str(catalog.warehouse)]
+    where = catalog_args(catalog)
     return run_dvmirror("verify", *args, *where, cwd=cwd, env=env)
 
 

@@ -161,7 +161,7 @@ class FileIO:
             # thousands of earlier entries cost a string comparison each.
             try:
                 with os.scandir(path) as entries:
-                    kept = sorted(entry.name for entry in entries if entry.name >= from_name)
+                    kept = [entry.name for entry in entries if entry.name >= from_name]
             except FileNotFoundError:
                 return []
             stats = filesystem.get_file_info([f"{path.rstrip('/')}/{name}" for name in kept])

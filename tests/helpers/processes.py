@@ -101,13 +101,17 @@ def cli_catalog(tmp: Path) -> CatalogConfig:
     return CatalogConfig.under(tmp / "cli")
 
 
+def catalog_args(catalog: CatalogConfig) -> list[str]:
+    """The `dvmirror` flags naming `catalog` (an embedded sqlite catalog): `--catalog-uri`, `--warehouse`."""
+    return ["--catalog-uri", catalog.sqlalchemy_uri, "--warehouse", str(catalog.warehouse)]
+
+
 def sync_cli(
     tmp: Path, delta: Path | str, table: str, *extra: str, catalog: CatalogConfig | None = None
 ) -> subprocess.CompletedProcess:
     """`dvmirror sync DELTA --table TABLE` run in `tmp`, into `catalog` (default `cli_catalog(tmp)`)."""
     catalog = catalog or cli_catalog(tmp)
-    where = ["--catalog-uri", catalog.sqlalchemy_uri, "--warehouse", str(catalog.warehouse)]
-    return run_dvmirror("sync", str(delta), "--table", table, *where, *extra, cwd=tmp)
+    return run_dvmirror("sync", str(delta), "--table", table, *catalog_args(catalog), *extra, cwd=tmp)
 
 
 def catalog_flags(properties: Mapping[str, str]) -> list[str]:

@@ -165,6 +165,9 @@ def _preference(checkpoint: Checkpoint, last_checkpoint: dict | None) -> tuple[i
     return hinted, order[checkpoint.kind]
 
 
+_READ_HERE = object()  # `DeltaLog.list`'s default: it reads `_last_checkpoint` itself
+
+
 class DeltaLog:
     """Reads the files of one table's `_delta_log`. Errors name the table, the version and the file."""
 
@@ -176,9 +179,9 @@ class DeltaLog:
     def file_path(self, name: str) -> str:
         return f"{self._log_dir}/{name}"
 
-    def list(self, from_version: int = 0, last_checkpoint: dict | None = None) -> LogListing:
+    def list(self, from_version: int = 0, last_checkpoint: dict | object | None = _READ_HERE) -> LogListing:
         """The log's files of versions >= `from_version` (all by default). `last_checkpoint`: the
-        `_last_checkpoint` already read by the caller (None: read here)."""
+        `_last_checkpoint` the caller already read (None: it has none); read here when not given."""
         try:
             infos = self._io.list_dir(self._log_dir, from_name=f"{from_version:020d}" if from_version else "")
         except OSError as exc:
@@ -187,7 +190,9 @@ class DeltaLog:
         files = [f for name in names if (f := parse_log_file_name(name)) is not None]
         if not files:
             raise self._error("not a Delta table: no commits or checkpoints", file=self._log_dir)
-        return group_listing(files, last_checkpoint or self.read_last_checkpoint())
+        hint = self.read_last_checkpoint() if last_checkpoint is _READ_HERE else last_checkpoint
+        assert hint is None or isinstance(hint, dict)
+        return group_listing(files, hint)
 
     def read_last_checkpoint(self) -> dict | None:
         """`_last_checkpoint`, a hint only: missing or unreadable means no hint."""

@@ -305,10 +305,7 @@ class DeltaTable:
         for version in list(commits):
             commit = commits.pop(version)  # once applied or handed out, not held here
             if version < start:
-                self._apply_commit(replay.files, commit, version)
-                replay.protocol = commit.protocol or replay.protocol
-                replay.metadata = commit.metadata or replay.metadata
-                replay.version = version
+                self._replay_commit(replay, commit, version)
                 continue
             change = self._advance(replay, commit, version)
             del commit
@@ -341,12 +338,15 @@ class DeltaTable:
         else:
             replay = self._load_checkpoint(listing, start, pool, keep_stats=keep_stats)
         for v in range(start + 1, version + 1):
-            commit = self._read_commit(listing, v, pool, keep_stats=keep_stats)
-            self._apply_commit(replay.files, commit, v)
-            replay.protocol = commit.protocol or replay.protocol
-            replay.metadata = commit.metadata or replay.metadata
-            replay.version = v
+            self._replay_commit(replay, self._read_commit(listing, v, pool, keep_stats=keep_stats), v)
         return replay
+
+    def _replay_commit(self, replay: _Replay, commit: CommitActions, version: int) -> None:
+        """Advance `replay` over a commit nobody asks the change of (replaying up to a version)."""
+        self._apply_commit(replay.files, commit, version)
+        replay.protocol = commit.protocol or replay.protocol
+        replay.metadata = commit.metadata or replay.metadata
+        replay.version = version
 
     def _load_checkpoint(
         self,
