@@ -57,14 +57,24 @@ CONTENT_FILE_BATCH = "dev.dvmirror.ContentFileBatch"
 class IcebergJava:
     """Iceberg Java through the Spark session's `dvmirror` catalog."""
 
-    def __init__(self, spark: SparkSession) -> None:
+    def __init__(
+        self, spark: SparkSession, *, data_manifests: bool = True, manifest_target_bytes: int = 0
+    ) -> None:
+        """`data_manifests`: a first version's data files go straight into manifests
+        (`_stage_data_manifests`), each closed at `manifest_target_bytes` (0: the table's
+        `commit.manifest.target-size-bytes`, as Iceberg's own writer); without, they are staged in the
+        row delta like every later version's (the tests compare the two)."""
         self._spark = spark
+        self._data_manifests = data_manifests
+        self._manifest_target_bytes = manifest_target_bytes
         self._jvm = spark._jvm
         self._iceberg = self._jvm.org.apache.iceberg
         spark_catalog = spark._jsparkSession.sessionState().catalogManager().catalog(ICEBERG_CATALOG_NAME)
         self._catalog = spark_catalog.icebergCatalog()
         self._batch = _helper_class(self._jvm, CONTENT_FILE_BATCH)
         self._staged: dict[str, Any] = {}
+        # The data manifests `_stage_data_manifests` wrote for the commit under way (deleted if it fails).
+        self._written_manifests: list[str] = []
 
     # -- reading -----------------------------------------------------------------------------------
     def _identifier(self, table_name: str):
@@ -240,7 +250,12 @@ class IcebergJava:
         try:
             self._stage(txn, request)
             txn.commitTransaction()
-        except Py4JJavaError as err:
+        except BaseException as err:
+            # Only an unknown outcome may have landed: its data manifests stay (unreferenced if not).
+            if not (isinstance(err, Py4JJavaError) and _java_exception(err) == _UNKNOWN_OUTCOME):
+                self._delete_written_manifests(txn.table())
+            if not isinstance(err, Py4JJavaError):
+                raise
             name = _java_exception(err)
             if name in _CONFLICTS:
                 raise MirrorConflictError(
@@ -252,6 +267,8 @@ class IcebergJava:
             if name != _UNKNOWN_OUTCOME:
                 raise
             return self._resolve_unknown_outcome(table_name, request, err)
+        finally:
+            self._written_manifests = []
         table = txn.table()
         return CommitOutcome(
             snapshot_id=int(table.currentSnapshot().snapshotId()),
@@ -282,9 +299,17 @@ class IcebergJava:
                 .validateDeletedFiles()
                 .validateNoConflictingDeleteFiles()
             )
+        # A first version (no snapshot to validate against) may add a million data files: they go
+        # straight into manifests, never all held by the row delta (`_stage_data_manifests`).
+        data_apart = (
+            self._data_manifests and request.base_snapshot_id is None and bool(request.add_data_files)
+        )
         with _lines_file() as path:
-            expected = _write_content_file_lines(request, path)
+            expected = _write_content_file_lines(request, path, data_files=not data_apart)
             staged = self._batch.stage(row_delta, str(path), spec)
+        if data_apart:
+            expected += len(request.add_data_files)
+            staged += self._stage_data_manifests(row_delta, txn.table(), request, spec)
         if staged != expected:
             raise RuntimeError(f"staged {staged} content files of {expected} for {request.delta_version}")
         row_delta = row_delta.set(DELTA_VERSION_SUMMARY, str(request.delta_version))
@@ -295,6 +320,30 @@ class IcebergJava:
             planned = self._iceberg.SchemaParser.fromJson(json.dumps(request.schema.to_json()))
             if not txn.table().schema().sameSchema(planned):
                 raise RuntimeError(f"the staged schema is not the planned one for {request.delta_version}")
+
+    def _stage_data_manifests(self, row_delta, table, request: CommitRequest, spec) -> int:
+        """The request's data files written into new manifests under the table's metadata folder and
+        appended to `row_delta` (`ContentFileBatch.stageDataManifests`); how many files they hold."""
+        count = 0
+        with _lines_file() as path:
+            dumps = json.JSONEncoder(separators=(",", ":")).encode
+            with path.open("w", encoding="utf-8") as out:
+                for data_file in request.add_data_files:
+                    out.write(dumps(data_file.to_json()))
+                    out.write("\n")
+                    count += 1
+            manifests = self._batch.stageDataManifests(
+                row_delta, table, str(path), spec, self._manifest_target_bytes
+            )
+        self._written_manifests = [str(m) for m in manifests]
+        return count
+
+    def _delete_written_manifests(self, table) -> None:
+        """The data manifests of a commit that did not land: the mirror's own, referenced by nothing."""
+        io = table.io()
+        for location in self._written_manifests:
+            with contextlib.suppress(Py4JJavaError):
+                io.deleteFile(location)
 
     def _resolve_unknown_outcome(
         self, table_name: str, request: CommitRequest, err: Py4JJavaError
@@ -372,13 +421,14 @@ def _lines_file() -> Iterator[Path]:
         yield Path(folder) / "content-files.jsonl"
 
 
-def _write_content_file_lines(request: CommitRequest, path: Path) -> int:
+def _write_content_file_lines(request: CommitRequest, path: Path, *, data_files: bool = True) -> int:
     """The request's content files for `ContentFileBatch.stage`, streamed to `path`: `<action> TAB
-    <ContentFileParser JSON>` per line, removals first. Returns how many."""
+    <ContentFileParser JSON>` per line, removals first (without the added data files unless
+    `data_files`). Returns how many."""
     batches: tuple[tuple[str, tuple[DataFile | DeleteFile, ...]], ...] = (
         ("remove-delete", request.remove_delete_files),
         ("remove-data", request.remove_data_files),
-        ("add-data", request.add_data_files),
+        ("add-data", request.add_data_files if data_files else ()),
         ("add-delete", request.add_delete_files),
     )
     dumps = json.JSONEncoder(separators=(",", ":")).encode

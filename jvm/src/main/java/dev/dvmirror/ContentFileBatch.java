@@ -6,19 +6,29 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
+import java.lang.reflect.Field;
 import java.nio.file.Path;
+import java.util.List;
 import java.util.Map;
+import java.util.UUID;
 import org.apache.iceberg.ContentFile;
 import org.apache.iceberg.ContentFileParser;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.DeleteFile;
 import org.apache.iceberg.ManifestFile;
 import org.apache.iceberg.ManifestFiles;
+import org.apache.iceberg.FileFormat;
+import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.ManifestReader;
 import org.apache.iceberg.PartitionSpec;
+import org.apache.iceberg.RollingManifestWriter;
 import org.apache.iceberg.RowDelta;
 import org.apache.iceberg.Snapshot;
+import org.apache.iceberg.SnapshotSummary;
 import org.apache.iceberg.Table;
+import org.apache.iceberg.TableMetadata;
+import org.apache.iceberg.TableOperations;
+import org.apache.iceberg.TableProperties;
 import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.iceberg.util.JsonUtil;
 
@@ -70,6 +80,100 @@ public final class ContentFileBatch {
       }
     }
     return staged;
+  }
+
+  /**
+   * Writes the data files listed in the local file {@code linesFile} (one {@link ContentFileParser}
+   * JSON per line) straight into new manifests of {@code table} (the transaction's table: its metadata
+   * folder, format version and FileIO), each closed at {@code targetSizeBytes} (at most 0: the table's
+   * {@code commit.manifest.target-size-bytes}, as Iceberg's own writer), and appends them to {@code
+   * rowDelta}. Neither side of py4j holds every {@code DataFile}: a 1,000,000-file version would
+   * otherwise keep each one in the row delta until it writes the manifests itself at commit.
+   *
+   * <p>The manifests carry no snapshot id: the snapshot inherits them as they are (format 2 and up),
+   * as {@code AppendFiles.appendManifest} does. Iceberg's {@code appendManifest} counts only files and
+   * records into the snapshot summary; here each file is counted as {@code addRows} counts it (sizes and
+   * partitions too), so the summary is the one {@code addRows} gives. Both go through two private
+   * members of Iceberg's {@code MergingSnapshotProducer} (the row delta's class), found by reflection:
+   * the jar is pinned, and a version without them fails here, before anything is committed.
+   *
+   * <p>Returns the manifests' locations. They are written now; if the commit then fails, Iceberg does
+   * not delete them (an appended manifest becomes the table's only once committed): the caller does.
+   */
+  public static List<String> stageDataManifests(
+      RowDelta rowDelta, Table table, String linesFile, PartitionSpec spec, long targetSizeBytes)
+      throws IOException {
+    TableOperations ops = ((HasTableOperations) table).operations();
+    TableMetadata current = ops.current();
+    int formatVersion = current.formatVersion();
+    if (formatVersion < 2) {
+      throw new IllegalArgumentException("appended manifests inherit the snapshot id from format 2 on");
+    }
+    long targetSize =
+        targetSizeBytes > 0
+            ? targetSizeBytes
+            : current.propertyAsLong(
+                TableProperties.MANIFEST_TARGET_SIZE_BYTES,
+                TableProperties.MANIFEST_TARGET_SIZE_BYTES_DEFAULT);
+    List<ManifestFile> appended = privateMember(rowDelta, "appendManifests");
+    SnapshotSummary.Builder summary = privateMember(rowDelta, "addedDataFilesSummary");
+    String prefix = "dvmirror-" + UUID.randomUUID() + "-m";
+    int[] count = {0};
+    RollingManifestWriter<DataFile> writer =
+        new RollingManifestWriter<>(
+            () ->
+                ManifestFiles.write(
+                    formatVersion,
+                    spec,
+                    table
+                        .io()
+                        .newOutputFile(
+                            ops.metadataFileLocation(FileFormat.AVRO.addExtension(prefix + count[0]++))),
+                    null),
+            targetSize);
+    ObjectMapper mapper = JsonUtil.mapper();
+    List<ManifestFile> manifests;
+    try (BufferedReader reader = Files.newBufferedReader(Path.of(linesFile), StandardCharsets.UTF_8)) {
+      try {
+        String line;
+        while ((line = reader.readLine()) != null) {
+          if (line.isEmpty()) {
+            continue;
+          }
+          ContentFile<?> file = parse(mapper, line, spec);
+          if (!(file instanceof DataFile dataFile)) {
+            throw new IllegalArgumentException("not a data file: " + abbreviate(line));
+          }
+          writer.add(dataFile);
+          summary.addedFile(spec, dataFile);
+        }
+      } finally {
+        writer.close();
+      }
+      manifests = writer.toManifestFiles();
+    } catch (IOException | RuntimeException e) {
+      for (int written = 0; written < count[0]; written++) {
+        table
+            .io()
+            .deleteFile(ops.metadataFileLocation(FileFormat.AVRO.addExtension(prefix + written)));
+      }
+      throw e;
+    }
+    appended.addAll(manifests);
+    return manifests.stream().map(ManifestFile::path).toList();
+  }
+
+  @SuppressWarnings("unchecked")
+  private static <T> T privateMember(RowDelta rowDelta, String name) {
+    try {
+      Class<?> producer = Class.forName("org.apache.iceberg.MergingSnapshotProducer");
+      Field field = producer.getDeclaredField(name);
+      field.setAccessible(true);
+      return (T) field.get(rowDelta);
+    } catch (ReflectiveOperationException e) {
+      throw new IllegalStateException(
+          "this Iceberg version's row delta has no " + name + " (dv-mirror pins Iceberg 1.12)", e);
+    }
   }
 
   /**
