@@ -19,7 +19,7 @@ landed, `state.after(...)` is the state the next version is planned on.
 from __future__ import annotations
 
 import json
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from dv_assets.mirror.delta.actions import AddFile, Metadata
@@ -184,10 +184,7 @@ class VersionPlan:
                 **({} if state.recorded_paths else {URI_LOCATIONS_SUMMARY: "true"}),
             },
             base_snapshot_id=state.base_snapshot_id,
-            add_data_files=tuple(
-                _data_file(add, state, metadata, new_schema or schema, self.rows[add.location])
-                for add in change.added
-            ),
+            add_data_files=DataFiles.of(change.added, state, metadata, new_schema or schema, self.rows),
             remove_data_files=tuple(
                 _removed_data_file(add, state, metadata, schema) for add in change.removed
             ),
@@ -201,6 +198,53 @@ class VersionPlan:
             name_mapping=name_mapping,
             properties=state.pending_properties,
         )
+
+
+@dataclass(frozen=True)
+class DataFiles(Collection[DataFile]):
+    """The Iceberg entries of the data files a version adds, each made as it is iterated (its metrics
+    from its stats) and left to the consumer: a first version of a million files never holds a million
+    entries with their metrics (`iceberg/java.py` streams them to the JVM). Their partition values are
+    translated, and so checked, when it is made (`of`): a bad one is refused before the commit."""
+
+    adds: Sequence[AddFile]
+    state: MirrorState
+    metadata: Metadata
+    schema: Schema
+    rows: Mapping[str, int]
+    partitions: Sequence[tuple] | None  # by file, in order; None: the table is not partitioned
+
+    @classmethod
+    def of(
+        cls,
+        adds: Sequence[AddFile],
+        state: MirrorState,
+        metadata: Metadata,
+        schema: Schema,
+        rows: Mapping[str, int],
+    ) -> DataFiles:
+        partitions = (
+            [_partition(add, metadata, schema) for add in adds] if metadata.partition_columns else None
+        )
+        return cls(adds, state, metadata, schema, rows, partitions)
+
+    def __len__(self) -> int:
+        return len(self.adds)
+
+    def __iter__(self) -> Iterator[DataFile]:
+        state, metadata, schema, rows, partitions = (
+            self.state,
+            self.metadata,
+            self.schema,
+            self.rows,
+            self.partitions,
+        )
+        for index, add in enumerate(self.adds):
+            partition = () if partitions is None else partitions[index]
+            yield _data_file(add, state, metadata, schema, rows[add.location], partition)
+
+    def __contains__(self, item: object) -> bool:
+        return any(item == data_file for data_file in self)
 
 
 def files_to_count(change: VersionChange) -> list[AddFile]:
@@ -345,10 +389,12 @@ def _partition(add: AddFile, metadata: Metadata, schema: Schema) -> tuple:
     )
 
 
-def _data_file(add: AddFile, state: MirrorState, metadata: Metadata, schema: Schema, rows: int) -> DataFile:
+def _data_file(
+    add: AddFile, state: MirrorState, metadata: Metadata, schema: Schema, rows: int, partition: tuple
+) -> DataFile:
     return DataFile(
         path=state.data_file_path(add.location),
-        partition=_partition(add, metadata, schema),
+        partition=partition,
         file_size_in_bytes=add.size,
         record_count=rows,
         metrics=iceberg_metrics.from_delta_stats(add.stats, schema, metadata),

@@ -10,7 +10,11 @@ from collections.abc import Iterable
 
 from dv_assets.mirror.delta.actions import AddFile
 from dv_assets.mirror.errors import MirrorInputError
-from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.io import FileInfo, FileIO
+
+# Files stat'ed per call: one call per file system either way, without a million answers held at once
+# (a first version's whole state).
+STAT_CHUNK = 10_000
 
 
 def record_count(add: AddFile, io: FileIO | None = None) -> int:
@@ -27,7 +31,13 @@ def check_data_files_present(adds: Iterable[AddFile], io: FileIO | None = None) 
     """
     io = io or FileIO()
     files = list(adds)
-    for add, info in zip(files, io.stat_many([add.location for add in files]), strict=True):
+    for first in range(0, len(files), STAT_CHUNK):
+        chunk = files[first : first + STAT_CHUNK]
+        _check_present(chunk, io.stat_many([add.location for add in chunk]))
+
+
+def _check_present(files: list[AddFile], infos: list[FileInfo]) -> None:
+    for add, info in zip(files, infos, strict=True):
         if not info.is_file:
             raise MirrorInputError("the data file the log adds does not exist", file=add.location)
         if info.size != add.size:

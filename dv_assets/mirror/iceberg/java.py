@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -425,7 +425,7 @@ def _write_content_file_lines(request: CommitRequest, path: Path, *, data_files:
     """The request's content files for `ContentFileBatch.stage`, streamed to `path`: `<action> TAB
     <ContentFileParser JSON>` per line, removals first (without the added data files unless
     `data_files`). Returns how many."""
-    batches: tuple[tuple[str, tuple[DataFile | DeleteFile, ...]], ...] = (
+    batches: tuple[tuple[str, Collection[DataFile] | Collection[DeleteFile]], ...] = (
         ("remove-delete", request.remove_delete_files),
         ("remove-data", request.remove_data_files),
         ("add-data", request.add_data_files if data_files else ()),

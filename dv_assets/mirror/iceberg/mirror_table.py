@@ -9,7 +9,7 @@ checks all walk the lineage through it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -280,7 +280,8 @@ class CommitRequest:
     summary: Mapping[str, str]
     # The snapshot the plan was made against: the commit happens only while it is still current.
     base_snapshot_id: int | None = None
-    add_data_files: tuple[DataFile, ...] = ()
+    # Made as iterated, possibly (plan.py `DataFiles`): a first version may add a million.
+    add_data_files: Collection[DataFile] = ()
     remove_data_files: tuple[DataFile, ...] = ()
     add_delete_files: tuple[DeleteFile, ...] = ()
     remove_delete_files: tuple[DeleteFile, ...] = ()
