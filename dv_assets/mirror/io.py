@@ -177,12 +177,13 @@ class FileIO:
 
     @staticmethod
     def _info(location: str, info: pafs.FileInfo) -> FileInfo:
-        if info.type == pafs.FileType.NotFound:
+        kind = info.type  # made anew at each access: read once (a first version stats a million files)
+        if kind == pafs.FileType.NotFound:
             return FileInfo(location, exists=False)
         return FileInfo(
             location,
             exists=True,
-            is_file=info.type == pafs.FileType.File,
+            is_file=kind == pafs.FileType.File,
             size=info.size,
             mtime_s=None if info.mtime is None else info.mtime.timestamp(),
         )
