@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dv_assets.mirror.delta.paths import is_remote, resolve_location, table_root_of
+from dv_assets.mirror.delta.paths import _resolve, is_remote, resolve_location, table_root_of
 from dv_assets.mirror.errors import MirrorInputError
 
 ROOT = "/data/my table"
@@ -61,3 +61,31 @@ def test_table_root_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert table_root_of("/data/a%20b") == "/data/a%20b"
     assert table_root_of("s3://bucket/t/") == "s3://bucket/t"
     assert is_remote("s3://b/t") and not is_remote("file:/t") and not is_remote("/t")
+
+
+@pytest.mark.parametrize(
+    "root", ["/t/table", "/", "//t", "/t/./x", "/t/x/", "t/rel", "s3://b/t", "s3://b/t/"]
+)
+@pytest.mark.parametrize(
+    "path",
+    [
+        "part-00000-1a2b.c000.snappy.parquet",
+        "p=1/q=a_b/part-0.parquet",
+        "deletion_vector_61d16c75-6994.bin",
+        "a+b=c/f.parquet",
+        "./f.parquet",
+        "p=1/../f.parquet",
+        "p=1//f.parquet",
+        "p=1/",
+        ".hidden/f.parquet",
+        "p=a%20b/f.parquet",
+        "/abs/f.parquet",
+        "file:/abs/f.parquet",
+        "s3://b/other/f.parquet",
+        "p=\u00e9/f.parquet",
+    ],
+)
+def test_the_plain_path_shortcut_gives_what_the_rules_give(root: str, path: str) -> None:
+    """`resolve_location` joins a plain relative path to a plain root with a slash: the answer of the
+    general rules (`_resolve`), for every path and root, shortcut or not."""
+    assert resolve_location(root, path) == _resolve(root, path)

@@ -11,6 +11,7 @@ Iceberg names them by URI (`iceberg/layout.iceberg_location`).
 
 from __future__ import annotations
 
+import functools
 import os
 import posixpath
 import re
@@ -42,8 +43,28 @@ def table_root_of(root: str | Path) -> str:
     return posixpath.normpath(os.path.abspath(text))
 
 
+# A relative path of plain segments: no escape, no scheme, no `.`, `..` or empty segment.
+_PLAIN_RELATIVE = re.compile(r"[\w=+-][\w.=+-]*(?:/[\w=+-][\w.=+-]*)*", re.ASCII)
+
+
 def resolve_location(table_root: str, path: str) -> str:
     """The absolute, decoded location of a file named in the log of the table at `table_root`."""
+    if _PLAIN_RELATIVE.fullmatch(path) and _joins_plainly(table_root):
+        # What the rules of `_resolve` give such a path, without them: a checkpoint names a million.
+        return f"{table_root.rstrip('/')}/{path}"
+    return _resolve(table_root, path)
+
+
+@functools.lru_cache(maxsize=64)
+def _joins_plainly(table_root: str) -> bool:
+    """Whether `_resolve` puts a plain relative path under `table_root` with one slash: a remote root,
+    or a local one that normalisation leaves as it is."""
+    if is_remote(table_root):
+        return True
+    return table_root.startswith("/") and posixpath.normpath(table_root) == table_root
+
+
+def _resolve(table_root: str, path: str) -> str:
     if _BAD_ESCAPE.search(path):
         raise MirrorInputError(f"malformed URL escape in log path {path!r}", table=table_root, file=path)
     if path.lower().startswith("file:"):
