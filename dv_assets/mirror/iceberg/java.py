@@ -323,20 +323,19 @@ class IcebergJava:
 
     def _stage_data_manifests(self, row_delta, table, request: CommitRequest, spec) -> int:
         """The request's data files written into new manifests under the table's metadata folder and
-        appended to `row_delta` (`ContentFileBatch.stageDataManifests`); how many files they hold."""
-        count = 0
+        appended to `row_delta` (`ContentFileBatch.stageDataManifests`); how many files they hold, as
+        the manifest writer counted them."""
         with _lines_file() as path:
             dumps = json.JSONEncoder(separators=(",", ":")).encode
             with path.open("w", encoding="utf-8") as out:
                 for data_file in request.add_data_files:
                     out.write(dumps(data_file.to_json()))
                     out.write("\n")
-                    count += 1
-            manifests = self._batch.stageDataManifests(
-                row_delta, table, str(path), spec, self._manifest_target_bytes
+            manifests = list(
+                self._batch.stageDataManifests(row_delta, table, str(path), spec, self._manifest_target_bytes)
             )
-        self._written_manifests = [str(m) for m in manifests]
-        return count
+        self._written_manifests = [str(m.path()) for m in manifests]
+        return sum(int(m.addedFilesCount()) for m in manifests)
 
     def _delete_written_manifests(self, table) -> None:
         """The data manifests of a commit that did not land: the mirror's own, referenced by nothing."""

@@ -4,10 +4,11 @@ import java.io.BufferedReader;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.lang.reflect.Field;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
-import java.lang.reflect.Field;
 import java.nio.file.Path;
+import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
@@ -15,10 +16,10 @@ import org.apache.iceberg.ContentFile;
 import org.apache.iceberg.ContentFileParser;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.DeleteFile;
-import org.apache.iceberg.ManifestFile;
-import org.apache.iceberg.ManifestFiles;
 import org.apache.iceberg.FileFormat;
 import org.apache.iceberg.HasTableOperations;
+import org.apache.iceberg.ManifestFile;
+import org.apache.iceberg.ManifestFiles;
 import org.apache.iceberg.ManifestReader;
 import org.apache.iceberg.PartitionSpec;
 import org.apache.iceberg.RollingManifestWriter;
@@ -97,10 +98,11 @@ public final class ContentFileBatch {
    * members of Iceberg's {@code MergingSnapshotProducer} (the row delta's class), found by reflection:
    * the jar is pinned, and a version without them fails here, before anything is committed.
    *
-   * <p>Returns the manifests' locations. They are written now; if the commit then fails, Iceberg does
-   * not delete them (an appended manifest becomes the table's only once committed): the caller does.
+   * <p>Returns the manifests (their files counted by the writer). They are written now; if the commit
+   * then fails, Iceberg does not delete them (an appended manifest becomes the table's only once
+   * committed): the caller does.
    */
-  public static List<String> stageDataManifests(
+  public static List<ManifestFile> stageDataManifests(
       RowDelta rowDelta, Table table, String linesFile, PartitionSpec spec, long targetSizeBytes)
       throws IOException {
     TableOperations ops = ((HasTableOperations) table).operations();
@@ -115,6 +117,7 @@ public final class ContentFileBatch {
             : current.propertyAsLong(
                 TableProperties.MANIFEST_TARGET_SIZE_BYTES,
                 TableProperties.MANIFEST_TARGET_SIZE_BYTES_DEFAULT);
+    Map<String, String> writerProperties = manifestWriterProperties(current);
     List<ManifestFile> appended = privateMember(rowDelta, "appendManifests");
     SnapshotSummary.Builder summary = privateMember(rowDelta, "addedDataFilesSummary");
     String prefix = "dvmirror-" + UUID.randomUUID() + "-m";
@@ -129,7 +132,8 @@ public final class ContentFileBatch {
                         .io()
                         .newOutputFile(
                             ops.metadataFileLocation(FileFormat.AVRO.addExtension(prefix + count[0]++))),
-                    null),
+                    null,
+                    writerProperties),
             targetSize);
     ObjectMapper mapper = JsonUtil.mapper();
     List<ManifestFile> manifests;
@@ -160,7 +164,24 @@ public final class ContentFileBatch {
       throw e;
     }
     appended.addAll(manifests);
-    return manifests.stream().map(ManifestFile::path).toList();
+    return manifests;
+  }
+
+  /** The Avro settings Iceberg's own manifest writer takes from the table (its manifest codec). */
+  private static Map<String, String> manifestWriterProperties(TableMetadata metadata) {
+    Map<String, String> properties = new HashMap<>();
+    properties.put(
+        TableProperties.AVRO_COMPRESSION,
+        metadata.property(
+            TableProperties.MANIFEST_COMPRESSION, TableProperties.MANIFEST_COMPRESSION_DEFAULT));
+    String level =
+        metadata.property(
+            TableProperties.MANIFEST_COMPRESSION_LEVEL,
+            TableProperties.MANIFEST_COMPRESSION_LEVEL_DEFAULT);
+    if (level != null) {
+      properties.put(TableProperties.AVRO_COMPRESSION_LEVEL, level);
+    }
+    return properties;
   }
 
   @SuppressWarnings("unchecked")
