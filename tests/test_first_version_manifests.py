@@ -14,6 +14,7 @@ from benchmarks.million import CHECKPOINT_VERSION, FILES_PER_DELETE, FIRST_DV, R
 from dv_assets.mirror.errors import MirrorConflictError
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.sync import sync_table
+from tests.helpers.faults import RaceAfterStaging
 from tests.helpers.paths import DELTA_FIXTURES, expected_rows
 from tests.helpers.readers import current_snapshot_id, iceberg_java_rows
 from tests.helpers.rows import sorted_rows
@@ -131,28 +132,13 @@ def test_a_partitioned_first_version_with_dvs_and_stats(spark: SparkSession) -> 
     _assert_same_snapshot(spark, held, streamed, latest)  # type: ignore[arg-type]
 
 
-class _RaceAfterStaging(IcebergJava):
-    """Once its first version is staged (data manifests written), another sync commits that version
-    first: this commit then fails on Iceberg's own check, and the manifests it wrote are its to delete."""
-
-    def __init__(self, spark: SparkSession, root: Path, table: str) -> None:
-        super().__init__(spark, manifest_target_bytes=1)
-        self.root, self.table = root, table
-        self.staged: list[str] = []
-
-    def _stage(self, txn, request) -> None:
-        super()._stage(txn, request)
-        self.staged = list(self._written_manifests)
-        sync_table(self._spark, self.root, self.table, until_version=CHECKPOINT_VERSION)
-
-
 def test_the_manifests_of_a_first_version_that_did_not_land_are_deleted(
     spark: SparkSession, tmp_path: Path
 ) -> None:
     root = tmp_path / "t"
     build(root, 300, repeats=0)
     table = "first_version.raced"
-    iceberg = _RaceAfterStaging(spark, root, table)
+    iceberg = RaceAfterStaging(spark, root, table, until_version=CHECKPOINT_VERSION)
     with pytest.raises(MirrorConflictError, match="another writer committed"):
         sync_table(spark, root, table, iceberg=iceberg, until_version=CHECKPOINT_VERSION)
     assert len(iceberg.staged) == 2

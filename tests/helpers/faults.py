@@ -156,6 +156,22 @@ class RaceEveryCommit(IcebergJava):
         return super().commit(table_name, request)
 
 
+class RaceAfterStaging(IcebergJava):
+    """Once its first version is staged (its data manifests written, `IcebergJava._stage_data_manifests`),
+    another sync commits that version first: this commit then fails on Iceberg's own check, and the
+    manifests it wrote (`staged`) are its to delete."""
+
+    def __init__(self, spark: SparkSession, root: Path, table: str, *, until_version: int) -> None:
+        super().__init__(spark, manifest_target_bytes=1)
+        self.root, self.table, self.until_version = root, table, until_version
+        self.staged: list[str] = []
+
+    def _stage(self, txn: Any, request: CommitRequest) -> None:
+        super()._stage(txn, request)
+        self.staged = list(self._written_manifests)
+        sync_table(self._spark, self.root, self.table, until_version=self.until_version)
+
+
 class InterruptAfterCommit(IcebergJava):
     """The commit lands, then the process is interrupted (Ctrl-C, a Dagster run terminated)."""
 
