@@ -247,12 +247,17 @@ class IcebergJava:
                 table=table_name,
                 version=request.delta_version,
             )
+        committing = False
         try:
             self._stage(txn, request)
+            committing = True
             txn.commitTransaction()
         except BaseException as err:
-            # Only an unknown outcome may have landed: its data manifests stay (unreferenced if not).
-            if not (isinstance(err, Py4JJavaError) and _java_exception(err) == _UNKNOWN_OUTCOME):
+            # The data manifests of a commit that did not land are deleted: failed before the commit, or
+            # Iceberg Java said it failed. They stay when it may have landed: an unknown outcome, or the
+            # driver interrupted while the JVM was committing (unreferenced then, if it did not).
+            failed = isinstance(err, Py4JJavaError) and _java_exception(err) != _UNKNOWN_OUTCOME
+            if not committing or failed:
                 self._delete_written_manifests(txn.table())
             if not isinstance(err, Py4JJavaError):
                 raise
