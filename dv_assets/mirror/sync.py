@@ -25,6 +25,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.delta.actions import AddFile
+from dv_assets.mirror.delta.checkpoint_index import CheckpointIndexes
 from dv_assets.mirror.delta.data_files import check_data_files_present, record_count
 from dv_assets.mirror.delta.paths import PathPolicy, table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable, VersionChange
@@ -80,8 +81,10 @@ def sync_table(
     delta_root = table_root_of(delta_path)
     paths = PathPolicy.of(delta_root, allowed_roots)
     table = iceberg.load(table_name)
+    # The mirror's indexes of Delta checkpoints: a run after one reads a few rows of it, not all.
+    indexes = None if table is None else _checkpoint_indexes(table.location, io)
     # One listing of `_delta_log` for the whole run, from the mirror's newest checkpoint on when it can.
-    delta = DeltaTable(delta_root, io=io).listed_once(_mirrored_version(table))
+    delta = DeltaTable(delta_root, io=io, checkpoint_indexes=indexes).listed_once(_mirrored_version(table))
     latest = delta.latest_version()
     target = latest if until_version is None else min(until_version, latest)
     state, last_mirrored, start = _starting_point(
@@ -123,7 +126,15 @@ def sync_table(
         result.versions.append(version_result)
         if on_version is not None:
             on_version(version_result)
+    if result.versions:
+        # Once the versions are committed: the next run's checkpoint indexed (built once per checkpoint).
+        last = result.versions[-1].delta_version
+        delta.index_checkpoint(indexes or _checkpoint_indexes(state.location, io), last)
     return result
+
+
+def _checkpoint_indexes(table_location: str, io: FileIO) -> CheckpointIndexes:
+    return CheckpointIndexes(MirrorLayout(table_location).checkpoint_index_dir, io)
 
 
 def _version_result(
