@@ -1,7 +1,8 @@
 """The O(change) path against the full replay, without Spark: `DeltaTable.changes` after a checkpoint reads
-only the checkpoint rows and commits the change can need (`_restricted_replay`), and a sync run lists
-`_delta_log` once, from the mirrored version's checkpoint on (`listed_once`). Every version's change, and
-every refusal, must be the full replay's."""
+only the checkpoint rows and commits the change can need (`_restricted_replay`), through the mirror's index
+of the checkpoint when it has a usable one (`checkpoint_index.py`), and a sync run lists `_delta_log` once,
+from the mirrored version's checkpoint on (`listed_once`). Every version's change, and every refusal, must
+be the full replay's."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from dv_assets.mirror.delta import checkpoint_index
 from dv_assets.mirror.delta import replay as delta_replay
 from dv_assets.mirror.delta.actions import AddFile
+from dv_assets.mirror.delta.checkpoint_index import CheckpointIndexes
+from dv_assets.mirror.delta.log import DeltaLog
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.io import FileIO
@@ -44,10 +48,42 @@ def full_replays(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def assert_same_changes(root: Path, full_replays: list[int]) -> int:
-    """For every start and several ends, the restricted changes are the full replay's; the number of
-    ranges the restricted replay answered (it must answer every one after a checkpoint)."""
-    full, restricted = DeltaTable(root, restricted_replay=False), DeltaTable(root)
+@pytest.fixture
+def index_reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each read of a checkpoint's index: whether it answered (a spy: the read still runs)."""
+    reads: list[bool] = []
+    read = CheckpointIndexes.read
+
+    def recorded(self: CheckpointIndexes, index, candidates):
+        actions = read(self, index, candidates)
+        reads.append(actions is not None)
+        return actions
+
+    monkeypatch.setattr(CheckpointIndexes, "read", recorded)
+    return reads
+
+
+def index_every_checkpoint(root: Path, folder: Path) -> tuple[CheckpointIndexes, int]:
+    """An index of each complete checkpoint of the log in `folder`; the number built (a checkpoint whose
+    always-read adds already make the replay refuse, or an invalid log, has none)."""
+    indexes = CheckpointIndexes(str(folder))
+    log = DeltaLog(str(root))
+    try:
+        listing = log.list()
+    except MirrorInputError:
+        return indexes, 0
+    built = 0
+    for candidates in listing.checkpoints.values():
+        built += indexes.build(log, candidates[0], listing.infos) is not None
+    return indexes, built
+
+
+def assert_same_changes(root: Path, full_replays: list[int], indexes: CheckpointIndexes | None = None) -> int:
+    """For every start and several ends, the restricted changes (through `indexes` when given) are the
+    full replay's; the number of ranges the restricted replay answered (it must answer every one after a
+    checkpoint)."""
+    full = DeltaTable(root, restricted_replay=False)
+    restricted = DeltaTable(root, checkpoint_indexes=indexes)
     try:
         latest = full.latest_version()
     except MirrorInputError:
@@ -78,6 +114,18 @@ def test_conformance_fixtures(table: str, full_replays: list[int]) -> None:
     assert (answered > 0) == has_checkpoint_before_latest(root)
 
 
+@pytest.mark.parametrize("table", fixture_tables())
+def test_conformance_fixtures_through_the_index(
+    tmp_path: Path, table: str, full_replays: list[int], index_reads: list[bool]
+) -> None:
+    """Delta Spark's own checkpoints, indexed: every restricted range is answered through the index."""
+    root = DELTA_FIXTURES / table
+    indexes, built = index_every_checkpoint(root, tmp_path / "index")
+    answered = assert_same_changes(root, full_replays, indexes)
+    assert (answered > 0) == has_checkpoint_before_latest(root) == (built > 0)
+    assert len(index_reads) >= answered and all(index_reads)
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_random_valid_histories(tmp_path: Path, seed: int, full_replays: list[int]) -> None:
     random_log(tmp_path, seed)
@@ -95,6 +143,42 @@ def test_random_invalid_histories(tmp_path: Path, seed: int, full_replays: list[
 def test_random_histories_long(tmp_path: Path, seed: int, full_replays: list[int]) -> None:
     random_log(tmp_path, seed, commits=30, invalid=seed % 2 == 1)
     assert_same_changes(tmp_path, full_replays)
+
+
+@pytest.mark.parametrize("invalid", [False, True])
+@pytest.mark.parametrize("seed", range(12))
+def test_random_histories_through_the_index(
+    tmp_path: Path,
+    seed: int,
+    invalid: bool,
+    full_replays: list[int],
+    index_reads: list[bool],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Classic, multi-part and V2 (sidecar) checkpoints of random histories, valid and not (a file listed
+    twice, conflicting spellings, a gap), indexed in buckets of 2 rows (so that a lookup reads some
+    buckets, not all): the same changes and refusals as the full replay, the index read where it exists."""
+    monkeypatch.setattr(checkpoint_index, "BUCKET_ROWS", 2)
+    root = tmp_path / "table"
+    random_log(root, seed, invalid=invalid)
+    indexes, built = index_every_checkpoint(root, tmp_path / "index")
+    answered = assert_same_changes(root, full_replays, indexes)
+    assert all(index_reads)
+    if not invalid:
+        assert (built > 0) == has_checkpoint_before_latest(root)
+        assert len(index_reads) >= answered
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(12, 112))
+def test_random_histories_through_the_index_long(
+    tmp_path: Path, seed: int, full_replays: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoint_index, "BUCKET_ROWS", 1 + seed % 3)
+    root = tmp_path / "table"
+    random_log(root, seed, commits=30, invalid=seed % 2 == 1)
+    indexes, _built = index_every_checkpoint(root, tmp_path / "index")
+    assert_same_changes(root, full_replays, indexes)
 
 
 def test_only_candidate_checkpoint_rows_become_python_objects(

@@ -133,6 +133,8 @@ class CheckpointIndexes:
         """What `DeltaLog.read_checkpoint(checkpoint, stats=False, candidates=candidates)` yields, as far as
         replay can tell (the other actions first, then the admitted adds in checkpoint order); None when the
         index cannot be read."""
+        if not index.group_rows:  # a checkpoint without adds: no adds file
+            return list(index.actions)
         try:
             with self._io.open_input(f"{index.folder}/{ADDS}") as handle:
                 parquet = pq.ParquetFile(handle)
@@ -140,7 +142,14 @@ class CheckpointIndexes:
                 rows = tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
                 if rows != index.group_rows or str(parquet.schema_arrow.field("add").type) != index.add_type:
                     return None
-                table = parquet.read_row_groups(index.groups_of(candidates.basenames), use_threads=False)
+                groups = index.groups_of(candidates.basenames)
+                table = parquet.read_row_groups(groups, use_threads=False)
+            # Only K's rows of its buckets (a few of thousands) and the always-read rows go on to the
+            # filter, which keeps exactly them: a superset of what it keeps, so the same rows.
+            always_rows = sum(index.group_rows[: index.always_groups])
+            in_buckets = table.slice(always_rows)
+            named = pc.is_in(in_buckets.column("basename"), value_set=pa.array(sorted(candidates.basenames)))
+            table = pa.concat_tables([table.slice(0, always_rows), in_buckets.filter(named)])
             adds = table.sort_by("ordinal").column("add").combine_chunks()
             admitted = candidates.admitted(adds) if len(adds) else adds
             return [*index.actions, *({"add": row} for row in add_rows(admitted))]
@@ -204,17 +213,19 @@ class CheckpointIndexes:
             return None
         try:
             contents = log.checkpoint_contents(checkpoint)
-            if contents is None or not contents.adds or not _json_exact(contents.actions):
+            if contents is None or not _json_exact(contents.actions):
                 return None
-            adds = pa.concat_arrays(contents.adds)
-            repeated = _repeated_basenames(adds, log.table_root)
+            adds = pa.concat_arrays(contents.adds) if contents.adds else None
+            repeated = set() if adds is None else _repeated_basenames(adds, log.table_root)
             if repeated is None:
                 return None
             parts = [SourceFile.of(infos[f.name]) for f in checkpoint.files]
             sidecars = [SourceFile.of(i) for i in self._io.stat_many(contents.files[len(parts) :])]
             folder = f"{self.root}/{FOLDER_PREFIX}{checkpoint.version:020d}-{uuid.uuid4()}"
             self._io.makedirs(folder)
-            groups, bucket_first = self._write_adds(f"{folder}/{ADDS}", adds)
+            groups, bucket_first = (0, []), []
+            if adds is not None:
+                groups, bucket_first = self._write_adds(f"{folder}/{ADDS}", adds)
             manifest = {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
@@ -225,7 +236,7 @@ class CheckpointIndexes:
                 "always_groups": groups[0],
                 "bucket_first": bucket_first,
                 "group_rows": groups[1],
-                "add_type": str(adds.type),
+                "add_type": "" if adds is None else str(adds.type),
                 "repeated": sorted(repeated),
             }
             self._io.write(f"{folder}/{MANIFEST}", json.dumps(manifest).encode())
@@ -242,7 +253,7 @@ class CheckpointIndexes:
         always = always_admitted(paths)
         first = pc.indices_nonzero(always)
         others = pc.indices_nonzero(pc.invert(always))
-        names = raw_basenames(paths).take(others)
+        names = raw_basenames(paths).take(others)  # the bucket key
         order = pc.sort_indices(names)
         others, names = others.take(order), names.take(order)
         slices = [first.slice(i, BUCKET_ROWS) for i in range(0, len(first), BUCKET_ROWS)]
@@ -251,11 +262,14 @@ class CheckpointIndexes:
         for start, end in _bucket_bounds(names):
             slices.append(others.slice(start, end - start))
             bucket_first.append(names[start].as_py())
-        schema = pa.schema([("ordinal", pa.int64()), ("add", adds.type)])
+        basenames = raw_basenames(paths)
+        schema = pa.schema([("ordinal", pa.int64()), ("basename", pa.string()), ("add", adds.type)])
         rows: list[int] = []
-        with self._io.parquet_writer(location, schema) as writer:
+        # No column statistics: nothing reads them, and without them the footer a lookup parses is small.
+        with self._io.parquet_writer(location, schema, write_statistics=False) as writer:
             for indices in slices:
-                batch = pa.table([ordinals.take(indices), adds.take(indices)], schema=schema)
+                columns = [ordinals.take(indices), basenames.take(indices), adds.take(indices)]
+                batch = pa.table(columns, schema=schema)
                 writer.write_table(batch, row_group_size=max(len(batch), 1))
                 rows.append(len(batch))
         return (always_groups, rows), bucket_first
