@@ -216,16 +216,17 @@ class CheckpointIndexes:
             if contents is None or not _json_exact(contents.actions):
                 return None
             adds = pa.concat_arrays(contents.adds) if contents.adds else None
-            repeated = set() if adds is None else _repeated_basenames(adds, log.table_root)
-            if repeated is None:
+            ordered = None if adds is None else _ordered(adds, log.table_root)
+            if adds is not None and ordered is None:
                 return None
             parts = [SourceFile.of(infos[f.name]) for f in checkpoint.files]
             sidecars = [SourceFile.of(i) for i in self._io.stat_many(contents.files[len(parts) :])]
             folder = f"{self.root}/{FOLDER_PREFIX}{checkpoint.version:020d}-{uuid.uuid4()}"
             self._io.makedirs(folder)
-            groups, bucket_first = (0, []), []
-            if adds is not None:
-                groups, bucket_first = self._write_adds(f"{folder}/{ADDS}", adds)
+            groups, bucket_first, repeated = (0, []), [], frozenset()
+            if adds is not None and ordered is not None:
+                groups, bucket_first = self._write_adds(f"{folder}/{ADDS}", adds, ordered)
+                repeated = ordered.repeated
             manifest = {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
@@ -246,33 +247,22 @@ class CheckpointIndexes:
             self._folders.append(folder)
         return self.find(log, checkpoint, infos)
 
-    def _write_adds(self, location: str, adds: pa.StructArray) -> tuple[tuple[int, list[int]], list[str]]:
+    def _write_adds(
+        self, location: str, adds: pa.StructArray, ordered: _Ordered
+    ) -> tuple[tuple[int, list[int]], list[str]]:
         """The adds file; ((always-read row groups, rows per row group), first base name per bucket)."""
-        ordinals = pa.array(range(len(adds)), pa.int64())
-        paths = pc.struct_field(adds, "path")
-        always = always_admitted(paths)
-        first = pc.indices_nonzero(always)
-        others = pc.indices_nonzero(pc.invert(always))
-        names = raw_basenames(paths).take(others)  # the bucket key
-        order = pc.sort_indices(names)
-        others, names = others.take(order), names.take(order)
-        slices = [first.slice(i, BUCKET_ROWS) for i in range(0, len(first), BUCKET_ROWS)]
-        always_groups = len(slices)
-        bucket_first: list[str] = []
-        for start, end in _bucket_bounds(names):
-            slices.append(others.slice(start, end - start))
-            bucket_first.append(names[start].as_py())
-        basenames = raw_basenames(paths)
+        always = ordered.always
+        bounds = [(i, min(i + BUCKET_ROWS, always)) for i in range(0, always, BUCKET_ROWS)]
+        buckets = [(always + a, always + b) for a, b in _bucket_bounds(ordered.names.slice(always))]
         schema = pa.schema([("ordinal", pa.int64()), ("basename", pa.string()), ("add", adds.type)])
+        table = pa.table([ordered.order, ordered.names, adds.take(ordered.order)], schema=schema)
         rows: list[int] = []
         # No column statistics: nothing reads them, and without them the footer a lookup parses is small.
         with self._io.parquet_writer(location, schema, write_statistics=False) as writer:
-            for indices in slices:
-                columns = [ordinals.take(indices), basenames.take(indices), adds.take(indices)]
-                batch = pa.table(columns, schema=schema)
-                writer.write_table(batch, row_group_size=max(len(batch), 1))
-                rows.append(len(batch))
-        return (always_groups, rows), bucket_first
+            for start, end in [*bounds, *buckets]:
+                writer.write_table(table.slice(start, end - start), row_group_size=end - start)
+                rows.append(end - start)
+        return (len(bounds), rows), [ordered.names[start].as_py() for start, _end in buckets]
 
     def remove_older(self, version: int) -> None:
         """Delete this folder's indexes of checkpoints before `version` (the mirror's own files only: the
@@ -301,17 +291,36 @@ def _bucket_bounds(sorted_names: pa.Array) -> Iterator[tuple[int, int]]:
         start = end
 
 
-def _repeated_basenames(adds: pa.StructArray, table_root: str) -> set[str] | None:
-    """`AddCandidates(∅).repeated` over the whole checkpoint, as a restricted replay computes it (the
-    always-read adds parsed to their decoded base names); None when those adds already make the replay
-    refuse (parsing fails, or one file twice): no index then, the replay refuses as before."""
-    candidates = AddCandidates(frozenset())
-    always = candidates.admitted(adds)
-    actions = parse_actions(({"add": row} for row in add_rows(always)), table_root, include_removes=False)
+@dataclass(frozen=True)
+class _Ordered:
+    """A checkpoint's adds in index order: the always-read ones first (checkpoint order), then the others
+    by raw base name."""
+
+    order: pa.Array  # the adds' ordinals, in index order
+    names: pa.Array  # their raw base names, in index order
+    always: int  # how many come first
+    repeated: frozenset[str]
+
+
+def _ordered(adds: pa.StructArray, table_root: str) -> _Ordered | None:
+    """The index order of the adds, and the base names `AddCandidates(∅).repeated` finds over the whole
+    checkpoint, computed as a restricted replay computes it (the always-read adds parsed to their decoded
+    base names, the others' raw base names passed over); None when the always-read adds already make the
+    replay refuse (parsing fails, or one file twice): no index then, the replay refuses as before."""
+    paths = pc.struct_field(adds, "path")
+    names, always = raw_basenames(paths), always_admitted(paths)
+    first, others = pc.indices_nonzero(always), pc.indices_nonzero(pc.invert(always))
+    other_names = names.take(others)
+    by_name = pc.sort_indices(other_names)
+    rows = add_rows(adds.take(first))
+    actions = parse_actions(({"add": row} for row in rows), table_root, include_removes=False)
     locations = [add.location for add in actions.adds]
     if len(set(locations)) != len(locations):
         return None
-    return candidates.repeated([location.rsplit("/", 1)[-1] for location in locations])
+    candidates = AddCandidates(frozenset(), passed_over=[other_names])
+    repeated = candidates.repeated([location.rsplit("/", 1)[-1] for location in locations])
+    order = pa.concat_arrays([first, others.take(by_name)]).cast(pa.int64())
+    return _Ordered(order, names.take(order), len(first), frozenset(repeated))
 
 
 def _json_exact(actions: list[dict[str, Any]]) -> bool:
