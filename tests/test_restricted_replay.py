@@ -6,6 +6,8 @@ be the full replay's."""
 
 from __future__ import annotations
 
+import json
+import os
 import random
 from pathlib import Path
 
@@ -213,6 +215,72 @@ def test_duplicate_checkpoint_entry_of_a_touched_file_is_refused(tmp_path: Path)
     expected = changes_outcome(DeltaTable(root, restricted_replay=False), 1, 1)
     assert expected[1] is not None and "lists the data file twice" in expected[1][1]
     assert changes_outcome(DeltaTable(root), 1, 1) == expected
+
+
+def test_duplicate_checkpoint_entry_of_an_untouched_file_is_refused_through_the_index(
+    tmp_path: Path, index_reads: list[bool]
+) -> None:
+    """`x.parquet` listed twice (as written and by its absolute path), the commit touches `c.parquet`
+    only: the index's repeated base names make the replay read `x.parquet`'s bucket too, and refuse."""
+    root = write_log(tmp_path / "table", [base_commit(add("x.parquet"), add("c.parquet"))])
+    write_checkpoint(root, 0, "classic", random.Random(0), twice=True)
+    write_log(root, [[info("DELETE"), remove("c.parquet")]], first=1)
+    expected = changes_outcome(DeltaTable(root, restricted_replay=False), 1, 1)
+    assert expected[1] is not None and "lists the data file twice" in expected[1][1]
+    indexes, built = index_every_checkpoint(root, tmp_path / "index")
+    assert built == 1
+    assert changes_outcome(DeltaTable(root, checkpoint_indexes=indexes), 1, 1) == expected
+    assert index_reads == [True, True]  # K's buckets, then K's and the repeated name's
+
+
+# --- an index that cannot be trusted is not used ------------------------------------------------------
+
+
+def _edit_manifest(folder: Path, **changes: object) -> None:
+    manifest = folder / checkpoint_index.MANIFEST
+    manifest.write_text(json.dumps(json.loads(manifest.read_text()) | changes))
+
+
+DAMAGES = {
+    "manifest not JSON": lambda folder, _log: (folder / checkpoint_index.MANIFEST).write_text("{"),
+    "manifest missing": lambda folder, _log: (folder / checkpoint_index.MANIFEST).unlink(),
+    "adds file missing": lambda folder, _log: (folder / checkpoint_index.ADDS).unlink(),
+    "adds file truncated": lambda folder, _log: (folder / checkpoint_index.ADDS).write_bytes(
+        (folder / checkpoint_index.ADDS).read_bytes()[:-100]
+    ),
+    "row groups not the manifest's": lambda folder, _log: _edit_manifest(folder, group_rows=[1, 2, 3]),
+    "another format version": lambda folder, _log: _edit_manifest(folder, format_version=99),
+    "another table's index": lambda folder, _log: _edit_manifest(folder, table_root="/elsewhere"),
+    "checkpoint rewritten (new mtime)": lambda _folder, log: os.utime(
+        log / f"{0:020d}.checkpoint.parquet", (1, 1)
+    ),
+    "checkpoint replaced (other size)": lambda _folder, log: (
+        log / f"{0:020d}.checkpoint.parquet"
+    ).write_bytes((log / f"{0:020d}.checkpoint.parquet").read_bytes() + b"\0"),
+}
+
+
+@pytest.mark.parametrize("damage", [None, *DAMAGES])
+def test_an_index_that_does_not_check_out_is_not_used(
+    tmp_path: Path, damage: str | None, index_reads: list[bool]
+) -> None:
+    """A damaged, stale or foreign index: the run reads the checkpoint as before, same changes and
+    refusals; an intact one answers."""
+    files = [add(f"part-{i}.parquet") for i in range(40)] + [add("a%2Db.parquet")]
+    root = write_log(tmp_path / "table", [base_commit(*files)])
+    write_checkpoint(root, 0, "classic", random.Random(0))
+    write_log(root, [[info("DELETE"), remove("part-7.parquet"), add("part-7.parquet", dv("d", 2))]], first=1)
+    _indexes, built = index_every_checkpoint(root, tmp_path / "index")
+    assert built == 1
+    (folder,) = (tmp_path / "index").iterdir()
+    if damage is not None:
+        DAMAGES[damage](folder, root / "_delta_log")
+    expected = changes_outcome(DeltaTable(root, restricted_replay=False), 1, 1)
+    indexed = DeltaTable(root, checkpoint_indexes=CheckpointIndexes(str(tmp_path / "index")))
+    assert changes_outcome(indexed, 1, 1) == expected
+    # Found unusable from its manifest (not read), or on reading its adds file (read, unanswered).
+    read_fails = damage is not None and damage.startswith(("adds", "row groups"))
+    assert index_reads == ([True] if damage is None else [False] if read_fails else [])
 
 
 # --- one listing per run -----------------------------------------------------------------------------
