@@ -161,6 +161,7 @@ def test_random_histories_through_the_index(
     twice, conflicting spellings, a gap), indexed in buckets of 2 rows (so that a lookup reads some
     buckets, not all): the same changes and refusals as the full replay, the index read where it exists."""
     monkeypatch.setattr(checkpoint_index, "BUCKET_ROWS", 2)
+    monkeypatch.setattr(checkpoint_index, "BLOCK_ROWS", 3)  # copied into index order a few rows at a time
     root = tmp_path / "table"
     random_log(root, seed, invalid=invalid)
     indexes, built = index_every_checkpoint(root, tmp_path / "index")

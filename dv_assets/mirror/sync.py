@@ -94,7 +94,46 @@ def sync_table(
     if start > target:
         return result
 
-    for change in delta.changes(start, target):
+    _mirror_versions(
+        spark,
+        iceberg,
+        io,
+        delta.changes(start, target),
+        state,
+        result,
+        paths=paths,
+        executors=executors,
+        on_version=on_version,
+        stop=stop,
+    )
+    if result.versions:
+        # Once the versions are committed, and their files no longer held (a first version's may be a
+        # million): the next run's checkpoint indexed, built once per checkpoint.
+        last = result.versions[-1].delta_version
+        delta.index_checkpoint(indexes or _checkpoint_indexes(state.location, io), last)
+    return result
+
+
+def _checkpoint_indexes(table_location: str, io: FileIO) -> CheckpointIndexes:
+    return CheckpointIndexes(MirrorLayout(table_location).checkpoint_index_dir, io)
+
+
+def _mirror_versions(
+    spark: SparkSession,
+    iceberg: IcebergJava,
+    io: FileIO,
+    changes: Iterator[VersionChange],
+    state: MirrorState,
+    result: SyncResult,
+    *,
+    paths: PathPolicy,
+    executors: ExecutorPolicy,
+    on_version: Callable[[VersionResult], None] | None,
+    stop: Callable[[], bool] | None,
+) -> None:
+    """Mirror each change as one snapshot, in order, into `result`; a failing version raises."""
+    table_name, delta_root = result.iceberg_table, result.delta_table
+    for change in changes:
         if stop is not None and stop():
             break
         began = time.monotonic()
@@ -126,15 +165,6 @@ def sync_table(
         result.versions.append(version_result)
         if on_version is not None:
             on_version(version_result)
-    if result.versions:
-        # Once the versions are committed: the next run's checkpoint indexed (built once per checkpoint).
-        last = result.versions[-1].delta_version
-        delta.index_checkpoint(indexes or _checkpoint_indexes(state.location, io), last)
-    return result
-
-
-def _checkpoint_indexes(table_location: str, io: FileIO) -> CheckpointIndexes:
-    return CheckpointIndexes(MirrorLayout(table_location).checkpoint_index_dir, io)
 
 
 def _version_result(

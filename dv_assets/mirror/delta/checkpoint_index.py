@@ -61,6 +61,8 @@ ADDS = "adds.parquet"
 FOLDER_PREFIX = "dvmirror-checkpoint-"
 # Rows per bucket: a lookup of K base names reads at most |K| buckets (and the always-read rows).
 BUCKET_ROWS = 2048
+# Rows copied into index order at a time while writing (what the build holds besides the checkpoint's adds).
+BLOCK_ROWS = 1 << 16
 # What reading an index or a checkpoint may raise besides MirrorInputError: the index is then not used.
 _READ_ERRORS = (OSError, pa.ArrowException, ValueError, KeyError, TypeError)
 
@@ -137,7 +139,7 @@ class CheckpointIndexes:
             return list(index.actions)
         try:
             with self._io.open_input(f"{index.folder}/{ADDS}") as handle:
-                parquet = pq.ParquetFile(handle)
+                parquet = pq.ParquetFile(handle, page_checksum_verification=True)
                 metadata = parquet.metadata
                 rows = tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
                 if rows != index.group_rows or str(parquet.schema_arrow.field("add").type) != index.add_type:
@@ -215,7 +217,7 @@ class CheckpointIndexes:
             contents = log.checkpoint_contents(checkpoint)
             if contents is None or not _json_exact(contents.actions):
                 return None
-            adds = pa.concat_arrays(contents.adds) if contents.adds else None
+            adds = pa.chunked_array(contents.adds) if contents.adds else None  # not copied
             ordered = None if adds is None else _ordered(adds, log.table_root)
             if adds is not None and ordered is None:
                 return None
@@ -248,21 +250,27 @@ class CheckpointIndexes:
         return self.find(log, checkpoint, infos)
 
     def _write_adds(
-        self, location: str, adds: pa.StructArray, ordered: _Ordered
+        self, location: str, adds: pa.ChunkedArray, ordered: _Ordered
     ) -> tuple[tuple[int, list[int]], list[str]]:
         """The adds file; ((always-read row groups, rows per row group), first base name per bucket)."""
         always = ordered.always
-        bounds = [(i, min(i + BUCKET_ROWS, always)) for i in range(0, always, BUCKET_ROWS)]
+        groups = [(i, min(i + BUCKET_ROWS, always)) for i in range(0, always, BUCKET_ROWS)]
         buckets = [(always + a, always + b) for a, b in _bucket_bounds(ordered.names.slice(always))]
         schema = pa.schema([("ordinal", pa.int64()), ("basename", pa.string()), ("add", adds.type)])
-        table = pa.table([ordered.order, ordered.names, adds.take(ordered.order)], schema=schema)
-        rows: list[int] = []
         # No column statistics: nothing reads them, and without them the footer a lookup parses is small.
-        with self._io.parquet_writer(location, schema, write_statistics=False) as writer:
-            for start, end in [*bounds, *buckets]:
-                writer.write_table(table.slice(start, end - start), row_group_size=end - start)
-                rows.append(end - start)
-        return (len(bounds), rows), [ordered.names[start].as_py() for start, _end in buckets]
+        # Page checksums: a page of the file that rotted is refused on reading, never read as other rows.
+        options = {"write_statistics": False, "write_page_checksum": True}
+        with self._io.parquet_writer(location, schema, **options) as writer:
+            # The adds are copied into index order a block of row groups at a time, not all at once.
+            for block in _blocks([*groups, *buckets]):
+                first, last = block[0][0], block[-1][1]
+                order = ordered.order.slice(first, last - first)
+                columns = [order, ordered.names.slice(first, last - first), adds.take(order)]
+                table = pa.table(columns, schema=schema)
+                for start, end in block:
+                    writer.write_table(table.slice(start - first, end - start), row_group_size=end - start)
+        rows = [end - start for start, end in [*groups, *buckets]]
+        return (len(groups), rows), [ordered.names[start].as_py() for start, _end in buckets]
 
     def remove_older(self, version: int) -> None:
         """Delete this folder's indexes of checkpoints before `version` (the mirror's own files only: the
@@ -275,6 +283,19 @@ class CheckpointIndexes:
             self._io.delete_quietly([f"{folder}/{MANIFEST}", f"{folder}/{ADDS}"])
             self._io.delete_dir_quietly(folder)
             self._folders = [f for f in self._listed() if f != folder]
+
+
+def _blocks(groups: list[tuple[int, int]]) -> Iterator[list[tuple[int, int]]]:
+    """Consecutive row groups [start, end) gathered into blocks of at least BLOCK_ROWS rows (the last may
+    hold fewer)."""
+    block: list[tuple[int, int]] = []
+    for group in groups:
+        block.append(group)
+        if block[-1][1] - block[0][0] >= BLOCK_ROWS:
+            yield block
+            block = []
+    if block:
+        yield block
 
 
 def _bucket_bounds(sorted_names: pa.Array) -> Iterator[tuple[int, int]]:
@@ -302,17 +323,17 @@ class _Ordered:
     repeated: frozenset[str]
 
 
-def _ordered(adds: pa.StructArray, table_root: str) -> _Ordered | None:
+def _ordered(adds: pa.ChunkedArray, table_root: str) -> _Ordered | None:
     """The index order of the adds, and the base names `AddCandidates(∅).repeated` finds over the whole
     checkpoint, computed as a restricted replay computes it (the always-read adds parsed to their decoded
     base names, the others' raw base names passed over); None when the always-read adds already make the
     replay refuse (parsing fails, or one file twice): no index then, the replay refuses as before."""
-    paths = pc.struct_field(adds, "path")
+    paths = pc.struct_field(adds, "path").combine_chunks()
     names, always = raw_basenames(paths), always_admitted(paths)
     first, others = pc.indices_nonzero(always), pc.indices_nonzero(pc.invert(always))
     other_names = names.take(others)
     by_name = pc.sort_indices(other_names)
-    rows = add_rows(adds.take(first))
+    rows = add_rows(adds.take(first).combine_chunks())
     actions = parse_actions(({"add": row} for row in rows), table_root, include_removes=False)
     locations = [add.location for add in actions.adds]
     if len(set(locations)) != len(locations):
