@@ -1,17 +1,23 @@
 """The O(change) path against the full replay, without Spark: `DeltaTable.changes` after a checkpoint reads
-only the checkpoint rows and commits the change can need (`_restricted_replay`), and a sync run lists
-`_delta_log` once, from the mirrored version's checkpoint on (`listed_once`). Every version's change, and
-every refusal, must be the full replay's."""
+only the checkpoint rows and commits the change can need (`_restricted_replay`), through the mirror's index
+of the checkpoint when it has a usable one (`checkpoint_index.py`), and a sync run lists `_delta_log` once,
+from the mirrored version's checkpoint on (`listed_once`). Every version's change, and every refusal, must
+be the full replay's."""
 
 from __future__ import annotations
 
+import json
+import os
 import random
 from pathlib import Path
 
 import pytest
 
+from dv_assets.mirror.delta import checkpoint_index
 from dv_assets.mirror.delta import replay as delta_replay
 from dv_assets.mirror.delta.actions import AddFile
+from dv_assets.mirror.delta.checkpoint_index import CheckpointIndexes
+from dv_assets.mirror.delta.log import DeltaLog
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.io import FileIO
@@ -44,10 +50,42 @@ def full_replays(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def assert_same_changes(root: Path, full_replays: list[int]) -> int:
-    """For every start and several ends, the restricted changes are the full replay's; the number of
-    ranges the restricted replay answered (it must answer every one after a checkpoint)."""
-    full, restricted = DeltaTable(root, restricted_replay=False), DeltaTable(root)
+@pytest.fixture
+def index_reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each read of a checkpoint's index: whether it answered (a spy: the read still runs)."""
+    reads: list[bool] = []
+    read = CheckpointIndexes.read
+
+    def recorded(self: CheckpointIndexes, index, candidates):
+        actions = read(self, index, candidates)
+        reads.append(actions is not None)
+        return actions
+
+    monkeypatch.setattr(CheckpointIndexes, "read", recorded)
+    return reads
+
+
+def index_every_checkpoint(root: Path, folder: Path) -> tuple[CheckpointIndexes, int]:
+    """An index of each complete checkpoint of the log in `folder`; the number built (a checkpoint whose
+    always-read adds already make the replay refuse, or an invalid log, has none)."""
+    indexes = CheckpointIndexes(str(folder))
+    log = DeltaLog(str(root))
+    try:
+        listing = log.list()
+    except MirrorInputError:
+        return indexes, 0
+    built = 0
+    for candidates in listing.checkpoints.values():
+        built += indexes.build(log, candidates[0], listing.infos) is not None
+    return indexes, built
+
+
+def assert_same_changes(root: Path, full_replays: list[int], indexes: CheckpointIndexes | None = None) -> int:
+    """For every start and several ends, the restricted changes (through `indexes` when given) are the
+    full replay's; the number of ranges the restricted replay answered (it must answer every one after a
+    checkpoint)."""
+    full = DeltaTable(root, restricted_replay=False)
+    restricted = DeltaTable(root, checkpoint_indexes=indexes)
     try:
         latest = full.latest_version()
     except MirrorInputError:
@@ -78,6 +116,18 @@ def test_conformance_fixtures(table: str, full_replays: list[int]) -> None:
     assert (answered > 0) == has_checkpoint_before_latest(root)
 
 
+@pytest.mark.parametrize("table", fixture_tables())
+def test_conformance_fixtures_through_the_index(
+    tmp_path: Path, table: str, full_replays: list[int], index_reads: list[bool]
+) -> None:
+    """Delta Spark's own checkpoints, indexed: every restricted range is answered through the index."""
+    root = DELTA_FIXTURES / table
+    indexes, built = index_every_checkpoint(root, tmp_path / "index")
+    answered = assert_same_changes(root, full_replays, indexes)
+    assert (answered > 0) == has_checkpoint_before_latest(root) == (built > 0)
+    assert len(index_reads) >= answered and all(index_reads)
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_random_valid_histories(tmp_path: Path, seed: int, full_replays: list[int]) -> None:
     random_log(tmp_path, seed)
@@ -95,6 +145,43 @@ def test_random_invalid_histories(tmp_path: Path, seed: int, full_replays: list[
 def test_random_histories_long(tmp_path: Path, seed: int, full_replays: list[int]) -> None:
     random_log(tmp_path, seed, commits=30, invalid=seed % 2 == 1)
     assert_same_changes(tmp_path, full_replays)
+
+
+@pytest.mark.parametrize("invalid", [False, True])
+@pytest.mark.parametrize("seed", range(12))
+def test_random_histories_through_the_index(
+    tmp_path: Path,
+    seed: int,
+    invalid: bool,
+    full_replays: list[int],
+    index_reads: list[bool],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Classic, multi-part and V2 (sidecar) checkpoints of random histories, valid and not (a file listed
+    twice, conflicting spellings, a gap), indexed in buckets of 2 rows (so that a lookup reads some
+    buckets, not all): the same changes and refusals as the full replay, the index read where it exists."""
+    monkeypatch.setattr(checkpoint_index, "BUCKET_ROWS", 2)
+    monkeypatch.setattr(checkpoint_index, "BLOCK_ROWS", 3)  # copied into index order a few rows at a time
+    root = tmp_path / "table"
+    random_log(root, seed, invalid=invalid)
+    indexes, built = index_every_checkpoint(root, tmp_path / "index")
+    answered = assert_same_changes(root, full_replays, indexes)
+    assert all(index_reads)
+    if not invalid:
+        assert (built > 0) == has_checkpoint_before_latest(root)
+        assert len(index_reads) >= answered
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(12, 112))
+def test_random_histories_through_the_index_long(
+    tmp_path: Path, seed: int, full_replays: list[int], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(checkpoint_index, "BUCKET_ROWS", 1 + seed % 3)
+    root = tmp_path / "table"
+    random_log(root, seed, commits=30, invalid=seed % 2 == 1)
+    indexes, _built = index_every_checkpoint(root, tmp_path / "index")
+    assert_same_changes(root, full_replays, indexes)
 
 
 def test_only_candidate_checkpoint_rows_become_python_objects(
@@ -129,6 +216,72 @@ def test_duplicate_checkpoint_entry_of_a_touched_file_is_refused(tmp_path: Path)
     expected = changes_outcome(DeltaTable(root, restricted_replay=False), 1, 1)
     assert expected[1] is not None and "lists the data file twice" in expected[1][1]
     assert changes_outcome(DeltaTable(root), 1, 1) == expected
+
+
+def test_duplicate_checkpoint_entry_of_an_untouched_file_is_refused_through_the_index(
+    tmp_path: Path, index_reads: list[bool]
+) -> None:
+    """`x.parquet` listed twice (as written and by its absolute path), the commit touches `c.parquet`
+    only: the index's repeated base names make the replay read `x.parquet`'s bucket too, and refuse."""
+    root = write_log(tmp_path / "table", [base_commit(add("x.parquet"), add("c.parquet"))])
+    write_checkpoint(root, 0, "classic", random.Random(0), twice=True)
+    write_log(root, [[info("DELETE"), remove("c.parquet")]], first=1)
+    expected = changes_outcome(DeltaTable(root, restricted_replay=False), 1, 1)
+    assert expected[1] is not None and "lists the data file twice" in expected[1][1]
+    indexes, built = index_every_checkpoint(root, tmp_path / "index")
+    assert built == 1
+    assert changes_outcome(DeltaTable(root, checkpoint_indexes=indexes), 1, 1) == expected
+    assert index_reads == [True, True]  # K's buckets, then K's and the repeated name's
+
+
+# --- an index that cannot be trusted is not used ------------------------------------------------------
+
+
+def _edit_manifest(folder: Path, **changes: object) -> None:
+    manifest = folder / checkpoint_index.MANIFEST
+    manifest.write_text(json.dumps(json.loads(manifest.read_text()) | changes))
+
+
+DAMAGES = {
+    "manifest not JSON": lambda folder, _log: (folder / checkpoint_index.MANIFEST).write_text("{"),
+    "manifest missing": lambda folder, _log: (folder / checkpoint_index.MANIFEST).unlink(),
+    "adds file missing": lambda folder, _log: (folder / checkpoint_index.ADDS).unlink(),
+    "adds file truncated": lambda folder, _log: (folder / checkpoint_index.ADDS).write_bytes(
+        (folder / checkpoint_index.ADDS).read_bytes()[:-100]
+    ),
+    "row groups not the manifest's": lambda folder, _log: _edit_manifest(folder, group_rows=[1, 2, 3]),
+    "another format version": lambda folder, _log: _edit_manifest(folder, format_version=99),
+    "another table's index": lambda folder, _log: _edit_manifest(folder, table_root="/elsewhere"),
+    "checkpoint rewritten (new mtime)": lambda _folder, log: os.utime(
+        log / f"{0:020d}.checkpoint.parquet", (1, 1)
+    ),
+    "checkpoint replaced (other size)": lambda _folder, log: (
+        log / f"{0:020d}.checkpoint.parquet"
+    ).write_bytes((log / f"{0:020d}.checkpoint.parquet").read_bytes() + b"\0"),
+}
+
+
+@pytest.mark.parametrize("damage", [None, *DAMAGES])
+def test_an_index_that_does_not_check_out_is_not_used(
+    tmp_path: Path, damage: str | None, index_reads: list[bool]
+) -> None:
+    """A damaged, stale or foreign index: the run reads the checkpoint as before, same changes and
+    refusals; an intact one answers."""
+    files = [add(f"part-{i}.parquet") for i in range(40)] + [add("a%2Db.parquet")]
+    root = write_log(tmp_path / "table", [base_commit(*files)])
+    write_checkpoint(root, 0, "classic", random.Random(0))
+    write_log(root, [[info("DELETE"), remove("part-7.parquet"), add("part-7.parquet", dv("d", 2))]], first=1)
+    _indexes, built = index_every_checkpoint(root, tmp_path / "index")
+    assert built == 1
+    (folder,) = (tmp_path / "index").iterdir()
+    if damage is not None:
+        DAMAGES[damage](folder, root / "_delta_log")
+    expected = changes_outcome(DeltaTable(root, restricted_replay=False), 1, 1)
+    indexed = DeltaTable(root, checkpoint_indexes=CheckpointIndexes(str(tmp_path / "index")))
+    assert changes_outcome(indexed, 1, 1) == expected
+    # Found unusable from its manifest (not read), or on reading its adds file (read, unanswered).
+    read_fails = damage is not None and damage.startswith(("adds", "row groups"))
+    assert index_reads == ([True] if damage is None else [False] if read_fails else [])
 
 
 # --- one listing per run -----------------------------------------------------------------------------

@@ -209,6 +209,12 @@ class FileIO:
         filesystem, path = self.resolve(location)
         filesystem.delete_file(path)
 
+    def delete_dir_quietly(self, location: str) -> None:
+        """Remove a folder and what is left in it, best effort (only ever one the mirror created)."""
+        filesystem, path = self.resolve(location)
+        with contextlib.suppress(OSError):
+            filesystem.delete_dir(path)
+
     def delete_quietly(self, locations: Iterable[str]) -> None:
         """Best effort: a file that is already gone (or cannot be removed) is left to the cleanup."""
         for location in locations:

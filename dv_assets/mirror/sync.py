@@ -25,6 +25,7 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.delta.actions import AddFile
+from dv_assets.mirror.delta.checkpoint_index import CheckpointIndexes
 from dv_assets.mirror.delta.data_files import check_data_files_present, record_count
 from dv_assets.mirror.delta.paths import PathPolicy, table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable, VersionChange
@@ -80,8 +81,10 @@ def sync_table(
     delta_root = table_root_of(delta_path)
     paths = PathPolicy.of(delta_root, allowed_roots)
     table = iceberg.load(table_name)
+    # The mirror's indexes of Delta checkpoints: a run after one reads a few rows of it, not all.
+    indexes = None if table is None else _checkpoint_indexes(table.location, io)
     # One listing of `_delta_log` for the whole run, from the mirror's newest checkpoint on when it can.
-    delta = DeltaTable(delta_root, io=io).listed_once(_mirrored_version(table))
+    delta = DeltaTable(delta_root, io=io, checkpoint_indexes=indexes).listed_once(_mirrored_version(table))
     latest = delta.latest_version()
     target = latest if until_version is None else min(until_version, latest)
     state, last_mirrored, start = _starting_point(
@@ -91,7 +94,46 @@ def sync_table(
     if start > target:
         return result
 
-    for change in delta.changes(start, target):
+    _mirror_versions(
+        spark,
+        iceberg,
+        io,
+        delta.changes(start, target),
+        state,
+        result,
+        paths=paths,
+        executors=executors,
+        on_version=on_version,
+        stop=stop,
+    )
+    if result.versions:
+        # Once the versions are committed, and their files no longer held (a first version's may be a
+        # million): the next run's checkpoint indexed, built once per checkpoint.
+        last = result.versions[-1].delta_version
+        delta.index_checkpoint(indexes or _checkpoint_indexes(state.location, io), last)
+    return result
+
+
+def _checkpoint_indexes(table_location: str, io: FileIO) -> CheckpointIndexes:
+    return CheckpointIndexes(MirrorLayout(table_location).checkpoint_index_dir, io)
+
+
+def _mirror_versions(
+    spark: SparkSession,
+    iceberg: IcebergJava,
+    io: FileIO,
+    changes: Iterator[VersionChange],
+    state: MirrorState,
+    result: SyncResult,
+    *,
+    paths: PathPolicy,
+    executors: ExecutorPolicy,
+    on_version: Callable[[VersionResult], None] | None,
+    stop: Callable[[], bool] | None,
+) -> None:
+    """Mirror each change as one snapshot, in order, into `result`; a failing version raises."""
+    table_name, delta_root = result.iceberg_table, result.delta_table
+    for change in changes:
         if stop is not None and stop():
             break
         began = time.monotonic()
@@ -123,7 +165,6 @@ def sync_table(
         result.versions.append(version_result)
         if on_version is not None:
             on_version(version_result)
-    return result
 
 
 def _version_result(

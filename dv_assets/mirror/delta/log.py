@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from dv_assets.mirror.delta.paths import resolve_location
 from dv_assets.mirror.errors import MirrorInputError
-from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.io import FileInfo, FileIO
 
 LOG_DIR = "_delta_log"
 SIDECAR_DIR = "_sidecars"
@@ -124,13 +124,18 @@ class LogListing:
 
     commits: dict[int, LogFile]
     checkpoints: dict[int, list[Checkpoint]]  # best candidate first
+    # What the listing said of each file, by name (size, modification time): what a mirror-owned index of
+    # a checkpoint is checked against (`checkpoint_index.py`). Empty for a listing made by hand.
+    infos: dict[str, FileInfo] = field(default_factory=dict, compare=False)
 
     @property
     def versions(self) -> set[int]:
         return set(self.commits) | set(self.checkpoints)
 
 
-def group_listing(files: list[LogFile], last_checkpoint: dict | None = None) -> LogListing:
+def group_listing(
+    files: list[LogFile], last_checkpoint: dict | None = None, infos: dict[str, FileInfo] | None = None
+) -> LogListing:
     """Group parsed log files; incomplete multi-part checkpoints are dropped (a writer may have died)."""
     commits = {f.version: f for f in files if f.kind is LogFileKind.COMMIT}
     parts: dict[tuple[int, int], dict[int, LogFile]] = {}
@@ -147,7 +152,7 @@ def group_listing(files: list[LogFile], last_checkpoint: dict | None = None) -> 
             checkpoints.setdefault(version, []).append(Checkpoint(version, files_in_order))
     for candidates in checkpoints.values():
         candidates.sort(key=lambda c: _preference(c, last_checkpoint))
-    return LogListing(commits, checkpoints)
+    return LogListing(commits, checkpoints, infos or {})
 
 
 def _preference(checkpoint: Checkpoint, last_checkpoint: dict | None) -> tuple[int, int]:
@@ -186,13 +191,13 @@ class DeltaLog:
             infos = self._io.list_dir(self._log_dir, from_name=f"{from_version:020d}" if from_version else "")
         except OSError as exc:
             raise self._error(f"cannot list the Delta log: {exc}", file=self._log_dir) from exc
-        names = (info.location.rsplit("/", 1)[-1] for info in infos)
-        files = [f for name in names if (f := parse_log_file_name(name)) is not None]
+        by_name = {info.location.rsplit("/", 1)[-1]: info for info in infos}
+        files = [f for name in by_name if (f := parse_log_file_name(name)) is not None]
         if not files:
             raise self._error("not a Delta table: no commits or checkpoints", file=self._log_dir)
         hint = self.read_last_checkpoint() if last_checkpoint is _READ_HERE else last_checkpoint
         assert hint is None or isinstance(hint, dict)
-        return group_listing(files, hint)
+        return group_listing(files, hint, {f.name: by_name[f.name] for f in files})
 
     def read_last_checkpoint(self) -> dict | None:
         """`_last_checkpoint`, a hint only: missing or unreadable means no hint."""
@@ -232,6 +237,63 @@ class DeltaLog:
                 elif action.get("remove") is None:
                     yield action
 
+    def checkpoint_contents(self, checkpoint: Checkpoint) -> CheckpointContents | None:
+        """The whole checkpoint as `read_checkpoint(stats=False)` reads it, its adds kept as Arrow: what a
+        mirror-owned index of it is made of (`checkpoint_index.py`). None when its adds cannot all be
+        held so: an add in a JSON part, an `add` column that is no struct with a `path`, adds of
+        differing types. Read errors raise as `read_checkpoint`'s do."""
+        contents = CheckpointContents([], [], [])
+        for f in checkpoint.files:
+            location = self.file_path(f.name)
+            contents.files.append(location)
+            if f.is_json:
+                for action in self._iter_json_lines(f.name, f.version):
+                    if action.get("add") is not None:
+                        return None
+                    if (sidecar := action.get("sidecar")) is not None:
+                        if not self._sidecar_contents(sidecar, checkpoint.version, f.name, contents):
+                            return None
+                    elif action.get("remove") is None:
+                        contents.actions.append(action)
+                continue
+            for batch in self._iter_parquet_batches(location, f.version, CHECKPOINT_COLUMNS, stats=False):
+                for name in batch.schema.names:
+                    column = batch.column(name)
+                    present = column.filter(pc.is_valid(column))
+                    if len(present) == 0:
+                        continue
+                    if name == "add":
+                        if not _indexable_adds(present):
+                            return None
+                        contents.adds.append(present)
+                        continue
+                    rows = present.to_pylist(maps_as_pydicts="strict")
+                    if name != "sidecar":
+                        contents.actions += ({name: row} for row in rows)
+                        continue
+                    for row in rows:
+                        if not self._sidecar_contents(row, checkpoint.version, f.name, contents):
+                            return None
+        if len({adds.type for adds in contents.adds}) > 1:
+            return None
+        return contents
+
+    def _sidecar_contents(
+        self, sidecar: dict, version: int, referenced_by: str, contents: CheckpointContents
+    ) -> bool:
+        location = self._sidecar_location(sidecar, version, referenced_by)
+        contents.files.append(location)
+        for batch in self._iter_parquet_batches(location, version, ("add",), stats=False):
+            for name in batch.schema.names:
+                column = batch.column(name)
+                present = column.filter(pc.is_valid(column))
+                if len(present) == 0:
+                    continue
+                if not _indexable_adds(present):
+                    return False
+                contents.adds.append(present)
+        return True
+
     def _read_sidecar(
         self,
         sidecar: dict,
@@ -241,6 +303,10 @@ class DeltaLog:
         stats: bool,
         candidates: AddCandidates | None = None,
     ) -> Iterator[dict[str, Any]]:
+        location = self._sidecar_location(sidecar, version, referenced_by)
+        return self._iter_parquet_actions(location, version, ("add",), stats=stats, candidates=candidates)
+
+    def _sidecar_location(self, sidecar: dict, version: int, referenced_by: str) -> str:
         path = sidecar.get("path")
         if not path:
             raise self._error(f"sidecar action without a path in {referenced_by}", version=version)
@@ -253,7 +319,7 @@ class DeltaLog:
                 version=version,
                 file=location,
             )
-        return self._iter_parquet_actions(location, version, ("add",), stats=stats, candidates=candidates)
+        return location
 
     def _iter_json_lines(self, name: str, version: int) -> Iterator[dict[str, Any]]:
         path = self.file_path(name)
@@ -315,6 +381,13 @@ class DeltaLog:
         candidates: AddCandidates | None = None,
     ) -> Iterator[dict[str, Any]]:
         """A checkpoint Parquet file's actions, one Arrow batch at a time, only the columns replay uses."""
+        for batch in self._iter_parquet_batches(path, version, columns, stats=stats):
+            yield from _batch_actions(batch, candidates)
+
+    def _iter_parquet_batches(
+        self, path: str, version: int, columns: tuple[str, ...], *, stats: bool
+    ) -> Iterator[pa.RecordBatch]:
+        """A checkpoint Parquet file's batches, only the columns replay uses."""
         try:
             handle = self._io.open_input(path)
         except FileNotFoundError as exc:
@@ -341,10 +414,25 @@ class DeltaLog:
                     raise self._error(
                         f"cannot read checkpoint Parquet: {exc}", version=version, file=path
                     ) from exc
-                yield from _batch_actions(batch, candidates)
+                yield batch
 
     def _error(self, reason: str, *, version: int | None = None, file: str | None = None) -> MirrorInputError:
         return MirrorInputError(reason, table=self.table_root, version=version, file=file)
+
+
+@dataclass
+class CheckpointContents:
+    """A whole checkpoint (`DeltaLog.checkpoint_contents`): its actions other than adds, in order; its
+    adds, in order, as Arrow struct arrays of the columns a restricted replay reads; every file read
+    (its parts, then the sidecars they name, by location)."""
+
+    actions: list[dict[str, Any]]
+    adds: list[pa.StructArray]
+    files: list[str]
+
+
+def _indexable_adds(adds: pa.Array) -> bool:
+    return pa.types.is_struct(adds.type) and adds.type.get_field_index("path") >= 0
 
 
 def _checkpoint_columns(schema: pa.Schema, columns: tuple[str, ...], *, stats: bool) -> list[str]:
@@ -387,12 +475,12 @@ def _batch_actions(
         if name == "add" and pa.types.is_struct(present.type):
             if candidates is not None:
                 present = candidates.admitted(present)
-            yield from ({"add": row} for row in _add_rows(present))
+            yield from ({"add": row} for row in add_rows(present))
         else:
             yield from ({name: row} for row in present.to_pylist(maps_as_pydicts="strict"))
 
 
-def _add_rows(adds: pa.StructArray) -> Iterator[dict[str, Any]]:
+def add_rows(adds: pa.StructArray) -> Iterator[dict[str, Any]]:
     """Checkpoint `add` rows as the dicts AddFile parses, built from whole columns: stats_parsed only
     for the rows without JSON stats, the only rows that use it."""
     names = [adds.type.field(i).name for i in range(adds.type.num_fields)]
@@ -420,6 +508,17 @@ def _add_rows(adds: pa.StructArray) -> Iterator[dict[str, Any]]:
 _BASENAME_MAY_CHANGE = r"%|(^|/)\.{0,2}$"
 
 
+def raw_basenames(paths: pa.Array) -> pa.Array:
+    """Each raw path's last segment, as written (null for a null path)."""
+    return pc.replace_substring_regex(paths, pattern="^.*/", replacement="")
+
+
+def always_admitted(paths: pa.Array) -> pa.Array:
+    """Whether `AddCandidates` admits the add of each raw path whatever base names it is given: decoding
+    may change its base name, or it has none (never null)."""
+    return pc.fill_null(pc.match_substring_regex(paths, _BASENAME_MAY_CHANGE), True)
+
+
 @dataclass
 class AddCandidates:
     """Which checkpoint adds a restricted replay reads: a SUPERSET of those whose decoded location has one
@@ -441,11 +540,10 @@ class AddCandidates:
         if adds.type.get_field_index("path") < 0:
             return adds
         paths = pc.struct_field(adds, "path")
-        raw_basenames = pc.replace_substring_regex(paths, pattern="^.*/", replacement="")
-        named = pc.is_in(raw_basenames, value_set=self._value_set)
-        may_change = pc.match_substring_regex(paths, _BASENAME_MAY_CHANGE)
-        mask = pc.fill_null(pc.or_(named, may_change), True)
-        self.passed_over.append(raw_basenames.filter(pc.invert(mask)))
+        basenames = raw_basenames(paths)
+        named = pc.is_in(basenames, value_set=self._value_set)
+        mask = pc.or_(named, always_admitted(paths))
+        self.passed_over.append(basenames.filter(pc.invert(mask)))
         return adds.filter(mask)
 
     def admits_json(self, action: dict[str, Any]) -> bool:

@@ -37,6 +37,7 @@ from dv_assets.mirror.delta.actions import (
     ValuePool,
     parse_actions,
 )
+from dv_assets.mirror.delta.checkpoint_index import CheckpointIndex, CheckpointIndexes
 from dv_assets.mirror.delta.log import AddCandidates, DeltaLog, LogListing
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.protocol import check_column_mapping, check_protocol
@@ -146,11 +147,14 @@ class DeltaTable:
         enforce_protocol: bool = True,
         io: FileIO | None = None,
         restricted_replay: bool = True,
+        checkpoint_indexes: CheckpointIndexes | None = None,
     ) -> None:
         self.table_root = table_root_of(table_root)
         self.enforce_protocol = enforce_protocol
         # `changes` after a checkpoint may read only the files its commits touch (`_restricted_replay`).
         self.restricted_replay = restricted_replay
+        # Where the restricted replay looks for an index of its checkpoint (`checkpoint_index.py`).
+        self.checkpoint_indexes = checkpoint_indexes
         self._log = DeltaLog(self.table_root, io)
         self._listing: LogListing | None = None
 
@@ -164,6 +168,7 @@ class DeltaTable:
             self.table_root,
             enforce_protocol=self.enforce_protocol,
             restricted_replay=self.restricted_replay,
+            checkpoint_indexes=self.checkpoint_indexes,
         )
         pinned._log = self._log
         hint = self._log.read_last_checkpoint()
@@ -293,14 +298,16 @@ class DeltaTable:
         start: int,
     ) -> Iterator[VersionChange]:
         basenames = frozenset(location.rsplit("/", 1)[-1] for location in touched)
-        candidates = AddCandidates(basenames)
-        replay = self._load_checkpoint(listing, checkpoint, pool, keep_stats=False, candidates=candidates)
-        repeated = candidates.repeated([loc.rsplit("/", 1)[-1] for loc in replay.files]) - basenames
-        if repeated:
-            # A base name passed over twice may be one file listed twice, which the full replay refuses:
-            # read those adds too (rare: Delta names data files by a UUID).
-            wider = AddCandidates(basenames | repeated)
-            replay = self._load_checkpoint(listing, checkpoint, pool, keep_stats=False, candidates=wider)
+        replay = self._indexed_checkpoint(listing, checkpoint, pool, basenames)
+        if replay is None:
+            candidates = AddCandidates(basenames)
+            replay = self._load_checkpoint(listing, checkpoint, pool, keep_stats=False, candidates=candidates)
+            repeated = candidates.repeated([loc.rsplit("/", 1)[-1] for loc in replay.files]) - basenames
+            if repeated:
+                # A base name passed over twice may be one file listed twice, which the full replay
+                # refuses: read those adds too (rare: Delta names data files by a UUID).
+                wider = AddCandidates(basenames | repeated)
+                replay = self._load_checkpoint(listing, checkpoint, pool, keep_stats=False, candidates=wider)
         replay.files = {loc: f for loc, f in replay.files.items() if loc in touched}
         for version in list(commits):
             commit = commits.pop(version)  # once applied or handed out, not held here
@@ -311,6 +318,49 @@ class DeltaTable:
             del commit
             yield change
             _drop_stats(replay.files, change.added)
+
+    def _indexed_checkpoint(
+        self, listing: LogListing, checkpoint: int, pool: ValuePool, basenames: frozenset[str]
+    ) -> _Replay | None:
+        """`_restricted_changes`'s read of the checkpoint through its index, the same rows in the same
+        order (`checkpoint_index.py`); None when there is no usable index or it cannot be read."""
+        index = self._checkpoint_index(listing, checkpoint)
+        if index is None:
+            return None
+        assert self.checkpoint_indexes is not None
+        actions = self.checkpoint_indexes.read(index, AddCandidates(basenames))
+        if actions is None:
+            return None
+        replay = self._checkpoint_state(listing, checkpoint, actions, pool)
+        # What `AddCandidates.repeated` would find: for a name outside K, its count over the checkpoint.
+        repeated = index.repeated - basenames
+        if repeated:
+            actions = self.checkpoint_indexes.read(index, AddCandidates(basenames | repeated))
+            if actions is None:
+                return None
+            replay = self._checkpoint_state(listing, checkpoint, actions, pool)
+        return replay
+
+    def _checkpoint_index(self, listing: LogListing, checkpoint: int) -> CheckpointIndex | None:
+        if self.checkpoint_indexes is None:
+            return None
+        return self.checkpoint_indexes.find(self._log, listing.checkpoints[checkpoint][0], listing.infos)
+
+    def index_checkpoint(self, indexes: CheckpointIndexes, version: int) -> CheckpointIndex | None:
+        """Make sure `indexes` holds an index of the checkpoint a run continuing after `version` starts
+        from (the newest at or before it, when every later commit is there): found, or built now; then
+        its older indexes are removed. None when there is no such checkpoint or it cannot be indexed."""
+        listing = self._list()
+        start = _replay_start(listing, version)
+        if start is None or start < 0:
+            return None
+        checkpoint = listing.checkpoints[start][0]
+        index = indexes.find(self._log, checkpoint, listing.infos)
+        if index is None:
+            index = indexes.build(self._log, checkpoint, listing.infos)
+        if index is not None:
+            indexes.remove_older(start)
+        return index
 
     # --- internals ------------------------------------------------------------------------------
 
@@ -360,15 +410,24 @@ class DeltaTable:
         """The checkpoint's state; with `candidates`, of the files it admits only
         (`DeltaLog.read_checkpoint`)."""
         checkpoint = listing.checkpoints[version][0]
-        file = self._log.file_path(checkpoint.files[0].name)
+        # Streamed part by part, batch by batch; without stats, their columns are not even read.
+        raw = self._log.read_checkpoint(checkpoint, stats=keep_stats, candidates=candidates)
+        return self._checkpoint_state(listing, version, raw, pool, keep_stats=keep_stats)
+
+    def _checkpoint_state(
+        self,
+        listing: LogListing,
+        version: int,
+        raw: Iterable[dict],
+        pool: ValuePool,
+        *,
+        keep_stats: bool = False,
+    ) -> _Replay:
+        """The state a checkpoint's raw actions make (read from it, or from its index)."""
+        file = self._log.file_path(listing.checkpoints[version][0].files[0].name)
         try:
-            # Streamed part by part, batch by batch; without stats, their columns are not even read.
             actions = parse_actions(
-                self._log.read_checkpoint(checkpoint, stats=keep_stats, candidates=candidates),
-                self.table_root,
-                include_removes=False,
-                pool=pool,
-                keep_stats=keep_stats,
+                raw, self.table_root, include_removes=False, pool=pool, keep_stats=keep_stats
             )
         except MirrorInputError as exc:
             raise exc.at(table=self.table_root, version=version, file=file) from exc

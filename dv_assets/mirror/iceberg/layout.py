@@ -61,6 +61,13 @@ class MirrorLayout:
         return f"{self.table_location}/data"
 
     @property
+    def checkpoint_index_dir(self) -> str:
+        """Where the mirror keeps its indexes of Delta checkpoints (`delta/checkpoint_index.py`): its own
+        folder, outside `data/` and `metadata/`, so that neither the mirror's maintenance nor Iceberg's
+        sees it; losing it costs the next run a full read of the checkpoint, nothing else."""
+        return f"{self.table_location}/{OWNED_PREFIX}delta-index"
+
+    @property
     def metadata_dir(self) -> str:
         return f"{self.table_location}/metadata"
 
