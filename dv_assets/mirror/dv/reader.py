@@ -158,6 +158,7 @@ def _verify_file(
     """Read and verify the DVs of one DV file, `placed` as (offset, task index) in offset order, into
     `results` at their tasks' indexes. The loop runs once per DV of a version: plain locals and tuples,
     one call of C checks (`verified_bitmap`) and one DVBlob per DV."""
+    new_blob = tuple.__new__
     for span, read_from, span_dvs in _read_spans(io, location, placed, tasks):
         for offset, index in span_dvs:
             task = tasks[index]
@@ -170,9 +171,10 @@ def _verify_file(
                 raise InvalidDeletionVectorError(
                     f"deletion vector in {location} at offset {offset}: {exc.reason}", file=task.data_file
                 ) from exc
-            # verified: the bitmap holds exactly the descriptor's cardinality
+            # Verified: the bitmap holds exactly the descriptor's cardinality. `tuple.__new__` skips the
+            # named tuple's Python-level constructor (same value).
             name = task.data_file if names is None else names[task.data_file]
-            results[index] = DVBlob(name, blob, task.cardinality, location)
+            results[index] = new_blob(DVBlob, (name, blob, task.cardinality, location))
 
 
 def _offset(task: DVTask, location: str) -> int:

@@ -94,14 +94,8 @@ def _write_delete_files(job: DeleteFileJob, io: FileIO, written: list[DeleteFile
             path,
             len(puffin.content),
             (
-                (
-                    e.referenced_data_file,
-                    partitions[e.referenced_data_file],
-                    e.cardinality,
-                    e.offset,
-                    e.length,
-                )
-                for e in puffin.entries
+                (data_file, partitions[data_file], cardinality, offset, length)
+                for data_file, offset, length, cardinality in puffin.entries
             ),
         )
         return written
