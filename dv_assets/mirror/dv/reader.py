@@ -73,7 +73,11 @@ class DVTask:
     def of(
         cls, table_root: str, dv: DeletionVectorDescriptorLike, *, data_file: str, num_records: int | None
     ) -> DVTask:
-        return cls(
+        """Equal to the constructor's value, but each field is filled in directly rather than through the
+        frozen `__init__` (an `object.__setattr__` per field): a version may plan 100,000 DVs, and this
+        takes a third of the time (tests/test_dv_codec.py compares the two)."""
+        task = object.__new__(cls)
+        task.__dict__.update(
             table_root=table_root,
             data_file=data_file,
             storage_type=dv.storage_type,
@@ -83,6 +87,7 @@ class DVTask:
             cardinality=dv.cardinality,
             num_records=num_records,
         )
+        return task
 
 
 class DVBlob(NamedTuple):
