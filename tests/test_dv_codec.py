@@ -233,7 +233,12 @@ def test_dv_task_of_a_descriptor_object() -> None:
         cardinality = 2
 
     root = str(DELTA_FIXTURES / "table-with-dv-small")
-    [dv] = convert_dv_batch([DVTask.of(root, Descriptor(), data_file="x.parquet", num_records=10)])
+    task = DVTask.of(root, Descriptor(), data_file="x.parquet", num_records=10)
+    # `of` fills the fields in directly: the same value, field for field, as the constructor's.
+    constructed = DVTask(root, "x.parquet", "u", Descriptor.path_or_inline_dv, 1, 36, 2, 10)
+    assert task == constructed and task.__dict__ == constructed.__dict__ and hash(task) == hash(constructed)
+    assert pickle.loads(pickle.dumps(task)) == task
+    [dv] = convert_dv_batch([task])
     assert list(dv.positions()) == [0, 9]
 
 

@@ -251,12 +251,17 @@ def verify_blob(
 ) -> BitMap64:
     """Check everything a blob claims before it is copied: frame length against the descriptor's
     sizeInBytes, magic, CRC-32, cardinality, and that every position addresses a row of the data file.
-    Returns the positions; raises InvalidDeletionVectorError with the precise reason.
+    Returns the positions; raises InvalidDeletionVectorError with the precise reason."""
+    return verified_bitmap(blob, expected_size, expected_cardinality, num_records)
 
-    The driver runs this once per DV, so a valid blob costs only C work (one header unpack, CRC-32 in zlib,
-    the Roaring parse, re-serialization for the length and the cardinality and maximum in pyroaring); any
-    mismatch is explained by `_refuse_blob`, which runs the checks one by one for the exact reason.
-    """
+
+def verified_bitmap(
+    blob: bytes, expected_size: int | None, expected_cardinality: int | None, num_records: int | None
+) -> BitMap64:
+    """`verify_blob` with positional arguments, for the driver's loop over a version's DVs: a valid blob
+    costs only C work (one header unpack, CRC-32 in zlib, the Roaring parse, re-serialization for the
+    length and the cardinality and maximum in pyroaring); any mismatch is explained by `_refuse_blob`,
+    which runs the checks one by one for the exact reason."""
     view = memoryview(blob)
     size = len(view) - FRAME_OVERHEAD
     if size >= len(BITMAP_MAGIC_BYTES) + 8:

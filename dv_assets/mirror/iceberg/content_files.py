@@ -18,7 +18,7 @@ PUFFIN = "puffin"
 PartitionJson = tuple[Any, ...] | Mapping[str, Any]
 
 
-def _partition_json(partition: PartitionJson) -> Any:
+def partition_to_json(partition: PartitionJson) -> Any:
     return list(partition) if isinstance(partition, tuple) else dict(partition)
 
 
@@ -77,7 +77,7 @@ class DataFile:
             "content": "data",
             "file-path": self.path,
             "file-format": PARQUET,
-            "partition": _partition_json(self.partition),
+            "partition": partition_to_json(self.partition),
             "file-size-in-bytes": self.file_size_in_bytes,
             "record-count": self.record_count,
             **self.metrics.to_json(),
@@ -118,7 +118,7 @@ class DeleteFile:
             "content": "position-deletes",
             "file-path": self.path,
             "file-format": self.file_format,
-            "partition": _partition_json(self.partition),
+            "partition": partition_to_json(self.partition),
             "file-size-in-bytes": self.file_size_in_bytes,
             "record-count": self.record_count,
             "referenced-data-file": self.referenced_data_file,

@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 import tempfile
 from collections.abc import Collection, Iterable, Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.errors import MirrorConflictError
-from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
+from dv_assets.mirror.iceberg.content_files import NO_METRICS, PUFFIN, DataFile, DeleteFile, partition_to_json
 from dv_assets.mirror.iceberg.layout import iceberg_location
 from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_VERSION_SUMMARY,
@@ -52,6 +54,9 @@ _CONFLICTS = (
 _UNKNOWN_OUTCOME = "org.apache.iceberg.exceptions.CommitStateUnknownException"
 # The project's JVM helper (jvm/src/main/java/dev/dvmirror/ContentFileBatch.java).
 CONTENT_FILE_BATCH = "dev.dvmirror.ContentFileBatch"
+# The DVs of a commit, in `ContentFileBatch.stageDeletionVectors`'s lines, beside the JSON lines.
+DV_LINES_FILE = "deletion-vectors.tsv"
+_LINE_BREAKS = re.compile("[\r\n]")
 
 
 class IcebergJava:
@@ -309,9 +314,16 @@ class IcebergJava:
         data_apart = (
             self._data_manifests and request.base_snapshot_id is None and bool(request.add_data_files)
         )
+        # DVs go in their compact lines (`_write_dv_lines`), every other content file as JSON.
+        add_dvs, add_deletes = _split_dvs(request.add_delete_files)
+        remove_dvs, remove_deletes = _split_dvs(request.remove_delete_files)
+        others = replace(request, add_delete_files=add_deletes, remove_delete_files=remove_deletes)
         with _lines_file() as path:
-            expected = _write_content_file_lines(request, path, data_files=not data_apart)
+            expected = _write_content_file_lines(others, path, data_files=not data_apart)
             staged = self._batch.stage(row_delta, str(path), spec)
+            dv_path = path.with_name(DV_LINES_FILE)
+            expected += _write_dv_lines((("remove-delete", remove_dvs), ("add-delete", add_dvs)), dv_path)
+            staged += self._batch.stageDeletionVectors(row_delta, str(dv_path), spec)
         if data_apart:
             expected += len(request.add_data_files)
             staged += self._stage_data_manifests(row_delta, txn.table(), request, spec)
@@ -442,6 +454,54 @@ def _write_content_file_lines(request: CommitRequest, path: Path, *, data_files:
             for content_file in files:
                 out.write(f"{action}\t{dumps(content_file.to_json())}\n")
                 count += 1
+    return count
+
+
+def _split_dvs(files: tuple[DeleteFile, ...]) -> tuple[list[DeleteFile], tuple[DeleteFile, ...]]:
+    """(the DVs `_write_dv_lines` can carry, the other delete files). A DV carries no metrics; its
+    lines end at a line break, so a path holding one goes as JSON."""
+    dvs: list[DeleteFile] = []
+    others: list[DeleteFile] = []
+    for delete_file in files:
+        compact = (
+            delete_file.file_format == PUFFIN
+            and delete_file.metrics == NO_METRICS
+            and delete_file.content_offset is not None
+            and not _LINE_BREAKS.search(delete_file.path)
+            and not _LINE_BREAKS.search(delete_file.referenced_data_file)
+        )
+        (dvs if compact else others).append(delete_file)
+    return dvs, tuple(others)
+
+
+def _write_dv_lines(batches: Iterable[tuple[str, list[DeleteFile]]], path: Path) -> int:
+    """DVs for `ContentFileBatch.stageDeletionVectors`, streamed to `path`: a `puffin` line (spec id,
+    size, path) before the DVs of each Puffin file, then per DV `<action> TAB <content offset> TAB
+    <content size> TAB <cardinality> TAB <partition JSON> TAB <referenced data file>`. Returns how many
+    DVs. A version's DVs share a few Puffin files and partitions: each partition's JSON is made once."""
+    dumps = json.JSONEncoder(separators=(",", ":")).encode
+    partition_json: dict[Any, str] = {(): "[]"}
+    count = 0
+    with path.open("w", encoding="utf-8") as out:
+        for action, dvs in batches:
+            by_puffin: dict[tuple[int, int, str], list[DeleteFile]] = {}
+            for dv in dvs:
+                by_puffin.setdefault((dv.spec_id, dv.file_size_in_bytes, dv.path), []).append(dv)
+            for (spec_id, size, puffin_path), in_puffin in by_puffin.items():
+                out.write(f"puffin\t{spec_id}\t{size}\t{puffin_path}\n")
+                lines = []
+                for dv in in_puffin:
+                    partition = dv.partition
+                    key = partition if isinstance(partition, tuple) else json.dumps(partition, sort_keys=True)
+                    text = partition_json.get(key)
+                    if text is None:
+                        text = partition_json[key] = dumps(partition_to_json(partition))
+                    lines.append(
+                        f"{action}\t{dv.content_offset}\t{dv.content_size_in_bytes}\t{dv.record_count}"
+                        f"\t{text}\t{dv.referenced_data_file}\n"
+                    )
+                out.writelines(lines)
+                count += len(lines)
     return count
 
 

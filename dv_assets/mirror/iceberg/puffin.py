@@ -73,8 +73,8 @@ class PuffinFooter:
         separators=(",", ":"), ensure_ascii=False)`, built from one template per blob (a version of
         100,000 DVs has 100,000 entries, and a dict per entry costs more than the DV work itself)."""
         entries = ",".join(
-            _BLOB_JSON % (b.offset, b.length, encode_basestring(b.referenced_data_file), b.cardinality)
-            for b in self.blobs
+            _BLOB_JSON % (offset, length, encode_basestring(data_file), cardinality)
+            for data_file, offset, length, cardinality in self.blobs
         )
         properties = json.dumps({"created-by": self.created_by}, separators=(",", ":"), ensure_ascii=False)
         return f'{{"blobs":[{entries}],"properties":{properties}}}'.encode()
@@ -96,18 +96,22 @@ class PuffinFile:
 
 def build_puffin(blobs: Sequence[DVBlob], *, created_by: str = CREATED_BY) -> PuffinFile:
     """`PFA1 | blobs | PFA1 | footer JSON | u32 LE payload size | u32 LE flags (0) | PFA1`."""
-    seen: set[str] = set()
     parts = [MAGIC]
+    entries: list[BlobMetadata] = []
     offset = len(MAGIC)
-    entries = []
-    for dv in blobs:
+    # One pass of plain tuple work per DV (a version may hold 100,000): `tuple.__new__` builds each entry
+    # without the named tuple's Python-level constructor.
+    new_entry = tuple.__new__
+    for data_file, blob, cardinality, _ in blobs:
+        length = len(blob)
+        parts.append(blob)
+        entries.append(new_entry(BlobMetadata, (data_file, offset, length, cardinality)))
+        offset += length
+    if len({entry[0] for entry in entries}) != len(entries):
         # Iceberg v3 allows one DV per data file in a snapshot; two here would be a planning bug.
-        if dv.data_file in seen:
-            raise ValueError(f"two deletion vectors for data file {dv.data_file}")
-        seen.add(dv.data_file)
-        parts.append(dv.blob)
-        entries.append(BlobMetadata(dv.data_file, offset, len(dv.blob), dv.cardinality))
-        offset += len(dv.blob)
+        seen: set[str] = set()
+        duplicate = next(e[0] for e in entries if e[0] in seen or seen.add(e[0]))
+        raise ValueError(f"two deletion vectors for data file {duplicate}")
     payload = PuffinFooter(tuple(entries), created_by).payload()
     parts += [MAGIC, payload, struct.pack("<II", len(payload), 0), MAGIC]
     return PuffinFile(content=b"".join(parts), entries=tuple(entries))

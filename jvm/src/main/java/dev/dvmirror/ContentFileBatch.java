@@ -18,6 +18,7 @@ import org.apache.iceberg.DataFile;
 import org.apache.iceberg.DeleteFile;
 import org.apache.iceberg.FileFormat;
 import org.apache.iceberg.HasTableOperations;
+import org.apache.iceberg.FileMetadata;
 import org.apache.iceberg.ManifestFile;
 import org.apache.iceberg.ManifestFiles;
 import org.apache.iceberg.ManifestReader;
@@ -26,6 +27,7 @@ import org.apache.iceberg.RollingManifestWriter;
 import org.apache.iceberg.RowDelta;
 import org.apache.iceberg.Snapshot;
 import org.apache.iceberg.SnapshotSummary;
+import org.apache.iceberg.StructLike;
 import org.apache.iceberg.Table;
 import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.TableOperations;
@@ -81,6 +83,94 @@ public final class ContentFileBatch {
       }
     }
     return staged;
+  }
+
+  /** Lines of {@link #stageDeletionVectors}: the Puffin file the following DV lines are blobs of. */
+  public static final String PUFFIN = "puffin";
+
+  /**
+   * Stages the deletion vectors listed in the local file {@code linesFile} in {@code rowDelta}, in a
+   * compact form: a DV has only a few fields, and building it with Iceberg's own {@link
+   * FileMetadata#deleteFileBuilder} costs a small fraction of parsing its {@link ContentFileParser}
+   * JSON (a JSON tree per file, and a new partition tuple whose Avro schema is converted each time).
+   * Lines:
+   *
+   * <ul>
+   *   <li>{@code puffin TAB <spec id> TAB <file size> TAB <path>}: the Puffin file of the DV lines
+   *       that follow (the path last, so it may hold tabs);
+   *   <li>{@code add-delete|remove-delete TAB <content offset> TAB <content size> TAB <cardinality>
+   *       TAB <partition JSON> TAB <referenced data file>}: one DV of that Puffin file.
+   * </ul>
+   *
+   * Each distinct partition JSON is parsed once, by {@link ContentFileParser} itself, so a partition
+   * value is read exactly as on the JSON path. Returns how many DVs were staged.
+   */
+  public static int stageDeletionVectors(RowDelta rowDelta, String linesFile, PartitionSpec spec)
+      throws IOException {
+    ObjectMapper mapper = JsonUtil.mapper();
+    Map<String, StructLike> partitions = new HashMap<>();
+    // One builder for every DV: every field a DV has is set again before each build, and a new
+    // builder of a partitioned spec would build a new partition tuple (its Avro schema) each time.
+    FileMetadata.Builder builder =
+        FileMetadata.deleteFileBuilder(spec).ofPositionDeletes().withFormat(FileFormat.PUFFIN);
+    boolean inPuffin = false;
+    int staged = 0;
+    try (BufferedReader reader = Files.newBufferedReader(Path.of(linesFile), StandardCharsets.UTF_8)) {
+      String line;
+      while ((line = reader.readLine()) != null) {
+        if (line.isEmpty()) {
+          continue;
+        }
+        if (line.startsWith(PUFFIN + "\t")) {
+          String[] puffin = line.split("\t", 4);
+          if (puffin.length != 4 || Integer.parseInt(puffin[1]) != spec.specId()) {
+            throw new IllegalArgumentException(
+                "Puffin line not of partition spec " + spec.specId() + ": " + abbreviate(line));
+          }
+          builder.withFileSizeInBytes(Long.parseLong(puffin[2])).withPath(puffin[3]);
+          inPuffin = true;
+          continue;
+        }
+        String[] fields = line.split("\t", 6);
+        if (fields.length != 6 || !inPuffin) {
+          throw new IllegalArgumentException("deletion vector line out of place: " + abbreviate(line));
+        }
+        String partitionJson = fields[4];
+        StructLike partition = partitions.get(partitionJson);
+        if (partition == null) {
+          partition = parsePartition(mapper, partitionJson, spec);
+          partitions.put(partitionJson, partition);
+        }
+        DeleteFile dv =
+            builder
+                .withContentOffset(Long.parseLong(fields[1]))
+                .withContentSizeInBytes(Long.parseLong(fields[2]))
+                .withRecordCount(Long.parseLong(fields[3]))
+                .withPartition(partition)
+                .withReferencedDataFile(fields[5])
+                .build();
+        switch (fields[0]) {
+          case ADD_DELETE -> rowDelta.addDeletes(dv);
+          case REMOVE_DELETE -> rowDelta.removeDeletes(dv);
+          default -> throw new IllegalArgumentException("unknown deletion vector action: " + fields[0]);
+        }
+        staged++;
+      }
+    }
+    return staged;
+  }
+
+  /** A partition tuple as {@link ContentFileParser} reads it, from the JSON of a DV of that partition. */
+  private static StructLike parsePartition(ObjectMapper mapper, String partitionJson, PartitionSpec spec) {
+    String dv =
+        "{\"spec-id\":"
+            + spec.specId()
+            + ",\"content\":\"position-deletes\",\"file-path\":\"p\",\"file-format\":\"puffin\","
+            + "\"partition\":"
+            + partitionJson
+            + ",\"file-size-in-bytes\":0,\"record-count\":0,\"referenced-data-file\":\"d\","
+            + "\"content-offset\":0,\"content-size-in-bytes\":0}";
+    return parse(mapper, dv, spec).partition();
   }
 
   /**
