@@ -1,6 +1,5 @@
 package dev.dvmirror;
 
-import java.io.BufferedReader;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -12,6 +11,7 @@ import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
+import java.util.stream.Stream;
 import org.apache.iceberg.ContentFile;
 import org.apache.iceberg.ContentFileParser;
 import org.apache.iceberg.DataFile;
@@ -60,12 +60,8 @@ public final class ContentFileBatch {
   public static int stage(RowDelta rowDelta, String linesFile, PartitionSpec spec) throws IOException {
     ObjectMapper mapper = JsonUtil.mapper();
     int staged = 0;
-    try (BufferedReader reader = Files.newBufferedReader(Path.of(linesFile), StandardCharsets.UTF_8)) {
-      String line;
-      while ((line = reader.readLine()) != null) {
-        if (line.isEmpty()) {
-          continue;
-        }
+    try (Stream<String> lines = nonEmptyLines(linesFile)) {
+      for (String line : (Iterable<String>) lines::iterator) {
         int tab = line.indexOf('\t');
         if (tab < 0) {
           throw new IllegalArgumentException("content file line without an action: " + abbreviate(line));
@@ -115,12 +111,8 @@ public final class ContentFileBatch {
         FileMetadata.deleteFileBuilder(spec).ofPositionDeletes().withFormat(FileFormat.PUFFIN);
     boolean inPuffin = false;
     int staged = 0;
-    try (BufferedReader reader = Files.newBufferedReader(Path.of(linesFile), StandardCharsets.UTF_8)) {
-      String line;
-      while ((line = reader.readLine()) != null) {
-        if (line.isEmpty()) {
-          continue;
-        }
+    try (Stream<String> lines = nonEmptyLines(linesFile)) {
+      for (String line : (Iterable<String>) lines::iterator) {
         if (line.startsWith(PUFFIN + "\t")) {
           String[] puffin = line.split("\t", 4);
           if (puffin.length != 4 || Integer.parseInt(puffin[1]) != spec.specId()) {
@@ -227,13 +219,9 @@ public final class ContentFileBatch {
             targetSize);
     ObjectMapper mapper = JsonUtil.mapper();
     List<ManifestFile> manifests;
-    try (BufferedReader reader = Files.newBufferedReader(Path.of(linesFile), StandardCharsets.UTF_8)) {
+    try (Stream<String> lines = nonEmptyLines(linesFile)) {
       try {
-        String line;
-        while ((line = reader.readLine()) != null) {
-          if (line.isEmpty()) {
-            continue;
-          }
+        for (String line : (Iterable<String>) lines::iterator) {
           ContentFile<?> file = parse(mapper, line, spec);
           if (!(file instanceof DataFile dataFile)) {
             throw new IllegalArgumentException("not a data file: " + abbreviate(line));
@@ -325,6 +313,14 @@ public final class ContentFileBatch {
       throw new UncheckedIOException(e);
     }
     return out.toString();
+  }
+
+  /**
+   * The non-empty lines of the local file {@code linesFile}, read lazily (a version of 100,000 files
+   * never becomes one string on either side of py4j); close the stream when done.
+   */
+  private static Stream<String> nonEmptyLines(String linesFile) throws IOException {
+    return Files.lines(Path.of(linesFile), StandardCharsets.UTF_8).filter(line -> !line.isEmpty());
   }
 
   private static ContentFile<?> parse(ObjectMapper mapper, String json, PartitionSpec spec) {
