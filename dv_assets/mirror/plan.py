@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import repeat
 
 from dv_assets.mirror.delta.actions import AddFile, Metadata
 from dv_assets.mirror.delta.column_mapping import check_field_ids_readable
@@ -232,16 +233,9 @@ class DataFiles(Collection[DataFile]):
         return len(self.adds)
 
     def __iter__(self) -> Iterator[DataFile]:
-        state, metadata, schema, rows, partitions = (
-            self.state,
-            self.metadata,
-            self.schema,
-            self.rows,
-            self.partitions,
-        )
-        for index, add in enumerate(self.adds):
-            partition = () if partitions is None else partitions[index]
-            yield _data_file(add, state, metadata, schema, rows[add.location], partition)
+        partitions = repeat(()) if self.partitions is None else self.partitions
+        for add, partition in zip(self.adds, partitions, strict=False):  # repeat(()) is endless
+            yield _data_file(add, self.state, self.metadata, self.schema, self.rows[add.location], partition)
 
     def __contains__(self, item: object) -> bool:
         return any(item == data_file for data_file in self)
