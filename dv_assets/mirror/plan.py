@@ -150,7 +150,8 @@ class MirrorState:
     def data_file_path(self, location: str) -> str:
         """A data file's path in Iceberg: as the mirror recorded it when it is live there in another
         form, else its URI (`iceberg_location`)."""
-        return self.recorded_paths.get(comparable(location)) or iceberg_location(location)
+        recorded = self.recorded_paths.get(comparable(location)) if self.recorded_paths else None
+        return recorded or iceberg_location(location)
 
     def delete_file_of(self, location: str) -> DeleteFile | None:
         """The current delete file of the data file at `location`, whichever form either was recorded in."""
@@ -234,8 +235,15 @@ class DataFiles(Collection[DataFile]):
 
     def __iter__(self) -> Iterator[DataFile]:
         partitions = repeat(()) if self.partitions is None else self.partitions
+        metrics = iceberg_metrics.StatsConverter.for_table(self.schema, self.metadata)
         for add, partition in zip(self.adds, partitions, strict=False):  # repeat(()) is endless
-            yield _data_file(add, self.state, self.metadata, self.schema, self.rows[add.location], partition)
+            yield DataFile(
+                path=self.state.data_file_path(add.location),
+                partition=partition,
+                file_size_in_bytes=add.size,
+                record_count=self.rows[add.location],
+                metrics=metrics(add.stats),
+            )
 
     def __contains__(self, item: object) -> bool:
         return any(item == data_file for data_file in self)
@@ -380,18 +388,6 @@ def _partition(add: AddFile, metadata: Metadata, schema: Schema) -> tuple:
     return tuple(
         iceberg_schema.partition_value(add.partition_values.get(physical[column]), schema, column)
         for column in metadata.partition_columns
-    )
-
-
-def _data_file(
-    add: AddFile, state: MirrorState, metadata: Metadata, schema: Schema, rows: int, partition: tuple
-) -> DataFile:
-    return DataFile(
-        path=state.data_file_path(add.location),
-        partition=partition,
-        file_size_in_bytes=add.size,
-        record_count=rows,
-        metrics=iceberg_metrics.from_delta_stats(add.stats, schema, metadata),
     )
 
 

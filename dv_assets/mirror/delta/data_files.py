@@ -10,7 +10,7 @@ from collections.abc import Iterable
 
 from dv_assets.mirror.delta.actions import AddFile
 from dv_assets.mirror.errors import MirrorInputError
-from dv_assets.mirror.io import FileInfo, FileIO
+from dv_assets.mirror.io import FileIO
 
 # Files stat'ed per call: one call per file system either way, without a million answers held at once
 # (a first version's whole state).
@@ -33,14 +33,14 @@ def check_data_files_present(adds: Iterable[AddFile], io: FileIO | None = None) 
     files = list(adds)
     for first in range(0, len(files), STAT_CHUNK):
         chunk = files[first : first + STAT_CHUNK]
-        _check_present(chunk, io.stat_many([add.location for add in chunk]))
+        _check_present(chunk, io.file_sizes([add.location for add in chunk]))
 
 
-def _check_present(files: list[AddFile], infos: list[FileInfo]) -> None:
-    for add, info in zip(files, infos, strict=True):
-        if not info.is_file:
+def _check_present(files: list[AddFile], sizes: list[int | None]) -> None:
+    for add, size in zip(files, sizes, strict=True):
+        if size is None:
             raise MirrorInputError("the data file the log adds does not exist", file=add.location)
-        if info.size != add.size:
+        if size != add.size:
             raise MirrorInputError(
-                f"the data file is {info.size} bytes, the log says {add.size}", file=add.location
+                f"the data file is {size} bytes, the log says {add.size}", file=add.location
             )

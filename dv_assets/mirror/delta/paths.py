@@ -107,6 +107,10 @@ class PathPolicy:
     table_root: str
     allowed_roots: tuple[str, ...] = ()
 
+    @functools.cached_property
+    def _root_prefixes(self) -> tuple[str, ...]:
+        return tuple(root.rstrip("/") + "/" for root in (self.table_root, *self.allowed_roots))
+
     @classmethod
     def of(cls, table_root: str, allowed_roots: Sequence[str] = ()) -> PathPolicy:
         return cls(table_root_of(table_root), tuple(table_root_of(r) for r in allowed_roots))
@@ -119,11 +123,13 @@ class PathPolicy:
     def problem(self, location: str) -> str | None:
         if is_remote(location) and urlsplit(location)[3:] != ("", ""):
             return "has a query string or fragment"
-        segments = location.split("/")
-        if ".." in segments or "." in segments:
-            return "has a '.' or '..' segment"
-        roots = (self.table_root, *self.allowed_roots)
-        if not any(location.startswith(root.rstrip("/") + "/") for root in roots):
+        # Only a location with "/." (or starting with ".") can have such a segment: the split is skipped
+        # for the million plain names of a first version.
+        if "/." in location or location.startswith("."):
+            segments = location.split("/")
+            if ".." in segments or "." in segments:
+                return "has a '.' or '..' segment"
+        if not location.startswith(self._root_prefixes):
             allowed = " and the allowed roots" if self.allowed_roots else ""
             return f"is outside the table root{allowed} (allow its folder with --allow-root)"
         return None

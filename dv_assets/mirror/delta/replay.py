@@ -245,6 +245,8 @@ class DeltaTable:
             # Nothing before `start` survives: its change is "the whole state added", with stats.
             replay = self._replay_to(listing, start, pool, keep_stats=True)
             yield self._whole_state_change(listing, replay)
+            if end == start:
+                return  # nothing follows to keep the files live for: their stats go with the replay
             _drop_stats(replay.files, list(replay.files.values()))
             first = start + 1
         else:

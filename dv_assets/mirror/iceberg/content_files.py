@@ -6,6 +6,7 @@ own delete files back (`DeleteFile.from_json`). Pure.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,6 +17,13 @@ PUFFIN = "puffin"
 # A partition tuple as single-value JSON: a list in spec order (as the mirror writes it), or the
 # {field id: value} object Iceberg Java prints; ContentFileParser reads both.
 PartitionJson = tuple[Any, ...] | Mapping[str, Any]
+
+
+_json = json.JSONEncoder(separators=(",", ":")).encode
+
+
+def _int_list(values: Iterable[int]) -> str:
+    return "[" + ",".join(str(int(v)) for v in values) + "]"
 
 
 def partition_to_json(partition: PartitionJson) -> Any:
@@ -44,6 +52,21 @@ class ColumnMetrics:
             if bounds:
                 out[key] = {"keys": list(bounds), "values": [b.hex().upper() for b in bounds.values()]}
         return out
+
+    def json_members(self) -> str:
+        """`to_json`'s members as JSON text, each after a comma (`DataFile.json_line`)."""
+        text = ""
+        for key, counts in (
+            ("value-counts", self.value_counts),
+            ("null-value-counts", self.null_value_counts),
+        ):
+            if counts:
+                text += f',"{key}":{{"keys":{_int_list(counts)},"values":{_int_list(counts.values())}}}'
+        for key, bounds in (("lower-bounds", self.lower_bounds), ("upper-bounds", self.upper_bounds)):
+            if bounds:
+                hexes = ",".join(f'"{b.hex().upper()}"' for b in bounds.values())
+                text += f',"{key}":{{"keys":{_int_list(bounds)},"values":[{hexes}]}}'
+        return text
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> ColumnMetrics:
@@ -82,6 +105,16 @@ class DataFile:
             "record-count": self.record_count,
             **self.metrics.to_json(),
         }
+
+    def json_line(self) -> str:
+        """`to_json` as compact JSON text, written directly: the lines a first version of a million files
+        hands to the JVM, a few times faster than encoding each dict."""
+        return (
+            f'{{"spec-id":{int(self.spec_id)},"content":"data","file-path":{_json(self.path)},'
+            f'"file-format":"{PARQUET}","partition":{_json(partition_to_json(self.partition))},'
+            f'"file-size-in-bytes":{int(self.file_size_in_bytes)},"record-count":{int(self.record_count)}'
+            f"{self.metrics.json_members()}}}"
+        )
 
 
 # No metrics (a DV's entry has none): one shared value, as a version's thousands of DVs need no dicts each.

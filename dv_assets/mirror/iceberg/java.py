@@ -343,10 +343,9 @@ class IcebergJava:
         appended to `row_delta` (`ContentFileBatch.stageDataManifests`); how many files they hold, as
         the manifest writer counted them."""
         with _lines_file() as path:
-            dumps = json.JSONEncoder(separators=(",", ":")).encode
             with path.open("w", encoding="utf-8") as out:
                 for data_file in request.add_data_files:
-                    out.write(dumps(data_file.to_json()))
+                    out.write(data_file.json_line())
                     out.write("\n")
             manifests = list(
                 self._batch.stageDataManifests(row_delta, table, str(path), spec, self._manifest_target_bytes)

@@ -82,16 +82,7 @@ def from_delta_stats(
     stats: str | Mapping[str, Any] | None, iceberg_schema: iceberg.Schema, metadata: DeltaMetadataLike
 ) -> IcebergMetrics:
     """`metrics_from_delta_stats` with the settings taken from the Delta table's metadata."""
-    return metrics_from_delta_stats(
-        stats,
-        delta_schema=metadata.schema,
-        iceberg_schema=iceberg_schema,
-        column_mapping_mode=metadata.column_mapping_mode,
-        partition_columns=metadata.partition_columns,
-        string_prefix_length=int(
-            metadata.configuration.get(STRING_PREFIX_LENGTH_PROPERTY, DEFAULT_STRING_PREFIX_LENGTH)
-        ),
-    )
+    return StatsConverter.for_table(iceberg_schema, metadata)(stats)
 
 
 def metrics_from_delta_stats(
@@ -104,30 +95,73 @@ def metrics_from_delta_stats(
     string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
 ) -> IcebergMetrics:
     """Iceberg metrics from a Delta `add.stats` (the JSON text preferably: decimals keep their digits)."""
-    parsed = _parse_stats(stats)
-    if parsed is None:
-        return IcebergMetrics(record_count=None)
-    num_records = parsed.get("numRecords")
-    record_count = num_records if isinstance(num_records, int) and not isinstance(num_records, bool) else None
-    tight = parsed.get("tightBounds", True) is not False
-    nulls, lowers, uppers = {}, {}, {}
-    for leaf in _leaves_of(
-        delta_schema, iceberg_schema, column_mapping_mode or "none", tuple(partition_columns)
-    ):
-        null_count = _lookup(parsed.get("nullCount"), leaf.stats_path)
-        if _is_int(null_count) and (tight or null_count == 0 or null_count == record_count):
-            nulls[leaf.field_id] = null_count
-        if leaf.skip_bounds:
-            continue
-        lower = _lower_bound(leaf, _lookup(parsed.get("minValues"), leaf.stats_path))
-        upper = _upper_bound(leaf, _lookup(parsed.get("maxValues"), leaf.stats_path), string_prefix_length)
-        if lower is not None:
-            lowers[leaf.field_id] = lower
-        if upper is not None:
-            uppers[leaf.field_id] = upper
-    return IcebergMetrics(
-        record_count=record_count, null_value_counts=nulls, lower_bounds=lowers, upper_bounds=uppers
+    converter = StatsConverter.of(
+        delta_schema, iceberg_schema, column_mapping_mode, partition_columns, string_prefix_length
     )
+    return converter(stats)
+
+
+@dataclass(frozen=True)
+class StatsConverter:
+    """Delta stats to Iceberg metrics for the files of one schema and settings: the column walk is done
+    once (`of`), not once per file, as a version may add a million files."""
+
+    leaves: tuple[_Leaf, ...]
+    string_prefix_length: int
+
+    @classmethod
+    def of(
+        cls,
+        delta_schema: delta.StructType,
+        iceberg_schema: iceberg.Schema,
+        column_mapping_mode: str = "none",
+        partition_columns: Sequence[str] = (),
+        string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
+    ) -> StatsConverter:
+        partitions = set(partition_columns)
+        data_columns = delta.StructType(tuple(f for f in delta_schema.fields if f.name not in partitions))
+        walk = visit(data_columns, _Leaves(column_mapping_mode or "none"), (iceberg_schema.as_struct(), ()))
+        return cls(tuple(walk), string_prefix_length)
+
+    @classmethod
+    def for_table(cls, iceberg_schema: iceberg.Schema, metadata: DeltaMetadataLike) -> StatsConverter:
+        """The converter of a Delta table's files, its settings taken from the table's metadata."""
+        return cls.of(
+            metadata.schema,
+            iceberg_schema,
+            metadata.column_mapping_mode,
+            metadata.partition_columns,
+            int(metadata.configuration.get(STRING_PREFIX_LENGTH_PROPERTY, DEFAULT_STRING_PREFIX_LENGTH)),
+        )
+
+    def __call__(self, stats: str | Mapping[str, Any] | None) -> IcebergMetrics:
+        parsed = _parse_stats(stats)
+        if parsed is None:
+            return IcebergMetrics(record_count=None)
+        num_records = parsed.get("numRecords")
+        record_count = num_records if _is_int(num_records) else None
+        tight = parsed.get("tightBounds", True) is not False
+        null_counts, min_values, max_values = (
+            parsed.get("nullCount"),
+            parsed.get("minValues"),
+            parsed.get("maxValues"),
+        )
+        nulls, lowers, uppers = {}, {}, {}
+        for leaf in self.leaves:
+            null_count = _lookup(null_counts, leaf.stats_path)
+            if _is_int(null_count) and (tight or null_count == 0 or null_count == record_count):
+                nulls[leaf.field_id] = null_count
+            if leaf.skip_bounds:
+                continue
+            lower = _lower_bound(leaf, _lookup(min_values, leaf.stats_path))
+            upper = _upper_bound(leaf, _lookup(max_values, leaf.stats_path), self.string_prefix_length)
+            if lower is not None:
+                lowers[leaf.field_id] = lower
+            if upper is not None:
+                uppers[leaf.field_id] = upper
+        return IcebergMetrics(
+            record_count=record_count, null_value_counts=nulls, lower_bounds=lowers, upper_bounds=uppers
+        )
 
 
 # One decoder for every file's stats: `json.loads` with an argument builds a new one per call (a tenth
@@ -156,25 +190,6 @@ class _Leaf:
     field_id: int
     iceberg_type: str
     skip_bounds: bool
-
-
-# The leaves of the last schemas asked for: every file of a version shares them, so the walk is done
-# once per version, not once per file. The schemas are immutable values, so the key holds them as they
-# are: the same schema objects compare equal at once (by identity), and equal ones by value.
-_last_leaves: list[tuple[tuple[Any, ...], tuple[_Leaf, ...]]] = []
-
-
-def _leaves_of(
-    delta_schema: delta.StructType, iceberg_schema: iceberg.Schema, mode: str, partition_columns: tuple
-) -> tuple[_Leaf, ...]:
-    key = (delta_schema, iceberg_schema, mode, partition_columns)
-    last = _last_leaves[0] if _last_leaves else None  # one read: another thread may replace it
-    if last is not None and last[0] == key:
-        return last[1]
-    data_columns = delta.StructType(tuple(f for f in delta_schema.fields if f.name not in partition_columns))
-    leaves = tuple(visit(data_columns, _Leaves(mode), (iceberg_schema.as_struct(), ())))
-    _last_leaves[:] = [(key, leaves)]
-    return leaves
 
 
 _Partner = tuple[iceberg.IcebergType, tuple[str, ...]]  # the Iceberg counterpart, the stats path
