@@ -26,7 +26,7 @@ from pyiceberg.types import (
 from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.iceberg.metrics import (
     MIRROR_TABLE_PROPERTIES,
-    from_delta_stats,
+    StatsConverter,
     metrics_from_delta_stats,
     to_single_value_bytes,
 )
@@ -185,7 +185,7 @@ def test_fixture_stats_convert() -> None:
     meta = next(x["metaData"] for x in lines if "metaData" in x)
     add = next(x["add"] for x in lines if "add" in x)
     schema = StructType.from_json(json.loads(meta["schemaString"]))
-    result = from_delta_stats(add["stats"], to_iceberg_schema(schema), FakeMetadata(schema))
+    result = StatsConverter.for_table(to_iceberg_schema(schema), FakeMetadata(schema))(add["stats"])
     assert result.record_count == 10
     assert result.lower_bounds == {1: struct.pack("<i", 0)} and result.upper_bounds == {
         1: struct.pack("<i", 9)

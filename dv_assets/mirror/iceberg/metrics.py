@@ -78,13 +78,6 @@ class DeltaMetadataLike(Protocol):
     def configuration(self) -> Mapping[str, str]: ...
 
 
-def from_delta_stats(
-    stats: str | Mapping[str, Any] | None, iceberg_schema: iceberg.Schema, metadata: DeltaMetadataLike
-) -> IcebergMetrics:
-    """`metrics_from_delta_stats` with the settings taken from the Delta table's metadata."""
-    return StatsConverter.for_table(iceberg_schema, metadata)(stats)
-
-
 def metrics_from_delta_stats(
     stats: str | Mapping[str, Any] | None,
     *,
