@@ -228,10 +228,17 @@ class UnreachableStatsStorage(FileIO):
         self.armed = False
 
     def stat_many(self, locations: Sequence[str]) -> list[FileInfo]:
+        self._fail_while_armed()
+        return super().stat_many(locations)
+
+    def file_sizes(self, locations: Sequence[str]) -> list[int | None]:
+        self._fail_while_armed()
+        return super().file_sizes(locations)
+
+    def _fail_while_armed(self) -> None:
         if self.armed and self.failures > 0:
             self.failures -= 1
             raise OSError("injected: AWS Error NETWORK_CONNECTION during HeadObject operation")
-        return super().stat_many(locations)
 
 
 # --- a crash in a process of its own ---------------------------------------------------------------------
