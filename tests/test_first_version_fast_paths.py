@@ -1,7 +1,8 @@
 """The fast paths a million-file first version takes give what the plain ones give: `column_values` is
 `to_pylist(maps_as_pydicts="strict")` on every column kind of a checkpoint's adds (sliced too, and with
 pyarrow's own error on a repeated map key), `AddFile.without_stats` is `dataclasses.replace`, and
-`DataFile.json_line` is the JSON of `DataFile.to_json`."""
+`DataFile.json_line` is the JSON of `DataFile.to_json`, and `stats_num_records` (Arrow's JSON parser over a
+batch's stats) gives each text's numRecords as json.loads does, or declines the batch."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import random
 import pyarrow as pa
 import pytest
 
-from dv_assets.mirror.delta.actions import AddFile
-from dv_assets.mirror.delta.log import column_values
+from dv_assets.mirror.delta.actions import NUM_RECORDS_READ, AddFile, _num_records, _parse_stats
+from dv_assets.mirror.delta.log import add_rows, column_values, stats_num_records
 from dv_assets.mirror.iceberg.content_files import ColumnMetrics, DataFile
 
 STRING_MAP = pa.map_(pa.string(), pa.string())
@@ -114,3 +115,68 @@ def test_without_stats_is_replace() -> None:
 def test_json_line_is_to_json(data_file: DataFile) -> None:
     line = data_file.json_line()
     assert "\n" not in line and json.loads(line) == data_file.to_json()
+
+
+# Stats texts as Delta Spark writes them, and absent or empty ones (a file without stats).
+DELTA_STATS = [
+    '{"numRecords":7,"minValues":{"a":1,"s":"x"},"maxValues":{"a":2,"s":"y"},"nullCount":{"a":0,"s":1}}',
+    None,
+    "",
+    '{"minValues":{}}',
+    '{"numRecords":null}',
+    '{"numRecords":0,"tightBounds":true}',
+]
+
+
+def _parsed_one_by_one(texts: list[str | None]) -> list[int | None]:
+    return [_num_records(_parse_stats(text)) for text in texts]
+
+
+def test_stats_num_records_reads_delta_stats_at_once() -> None:
+    texts = DELTA_STATS * 1000
+    assert stats_num_records(pa.array(texts, pa.string())) == _parsed_one_by_one(texts)
+    assert stats_num_records(pa.array(texts, pa.string()).slice(1, 5)) == _parsed_one_by_one(texts[1:6])
+    raws = [{"path": f"f{i}", "size": 1, "stats": text} for i, text in enumerate(texts[:6])]
+    rows = list(add_rows(pa.array(raws)))
+    assert [row[NUM_RECORDS_READ] for row in rows] == _parsed_one_by_one(texts[:6])
+    assert [AddFile.from_action(row, "/t") for row in rows] == [
+        AddFile.from_action(raw, "/t") for raw in raws
+    ]
+    assert [AddFile.from_action(row, "/t").num_records for row in rows] == _parsed_one_by_one(texts[:6])
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":"x\ty","numRecords":3}',  # a raw tab in a string: json.loads refuses it
+        '{"a":"\\x","numRecords":3}',
+        '{"a":1e999,"numRecords":3}',
+        '{"numRecords":3,"a":[1,2,{"b":null}]}',
+        '{"a":"\x01","numRecords":3}',
+        '{"numRecords":-3}',
+        '{"numRecords":9223372036854775808}',
+        '{"numRecords":3}{}',
+        '{"numRecords":3} {"numRecords":4}',
+        '{"numRecords":3} ',
+        ' {"numRecords":3}',
+        '{ "numRecords" : 3 }',
+        '{"numRecords":\n3}',
+        '{"numRecords":3.0}',
+        '{"numRecords":"3"}',
+        '{"numRecords":true}',
+        '{"a":tru,"numRecords":3}',
+        '{"a":"\\u00e9","numRecords":3}',
+        '{"a":"\u00e9\U0001f600","numRecords":3}',
+        '{"numRecords":3,"numRecords":4}',
+        '{"a":{"numRecords":5},"numRecords":3}',
+        '{"numRecords":3,"a":NaN}',
+        '{"numRecords":0003}',
+        '{"numRecords":3,"a":"\\ud800"}',
+        "[3]",
+        "{}",
+    ],
+)
+def test_stats_num_records_reads_what_json_loads_reads_or_declines(text: str) -> None:
+    texts = [*DELTA_STATS, text, *DELTA_STATS]
+    read = stats_num_records(pa.array(texts, pa.string()))
+    assert read is None or read == _parsed_one_by_one(texts)

@@ -14,7 +14,8 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -170,6 +171,36 @@ class RaceAfterStaging(IcebergJava):
         super()._stage(txn, request)
         self.staged = list(self._written_manifests)
         sync_table(self._spark, self.root, self.table, until_version=self.until_version)
+
+
+class FailWhileStreaming(IcebergJava):
+    """Its first version's data files fail after `after` of them (as building one's metrics might),
+    while the JVM is reading the ones before through the FIFO (`IcebergJava._stage_data_manifests`)."""
+
+    def __init__(self, spark: SparkSession, *, after: int) -> None:
+        super().__init__(spark, manifest_target_bytes=1)
+        self.after = after
+
+    def commit(self, table_name: str, request: CommitRequest) -> CommitOutcome:
+        failing = _FailingAfter(request.add_data_files, self.after)
+        return super().commit(table_name, replace(request, add_data_files=failing))
+
+
+class _FailingAfter(Collection):
+    def __init__(self, files: Collection, after: int) -> None:
+        self.files, self.after = files, after
+
+    def __len__(self) -> int:
+        return len(self.files)
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.files
+
+    def __iter__(self) -> Iterator:
+        for index, data_file in enumerate(self.files):
+            if index == self.after:
+                raise RuntimeError(f"injected: data file {index} failed")
+            yield data_file
 
 
 class InterruptAfterCommit(IcebergJava):

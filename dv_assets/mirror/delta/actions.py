@@ -157,6 +157,11 @@ def _parse_stats(stats: str | None) -> dict | None:
     return parsed if isinstance(parsed, dict) else None
 
 
+# The key under which a checkpoint row brings its JSON stats' numRecords already read (Arrow's parser,
+# a batch at once: `log.stats_num_records`). Not a string, so never a field a logged action can carry.
+NUM_RECORDS_READ = ("numRecords",)
+
+
 def _num_records(stats: Mapping[str, Any] | None) -> int | None:
     value = None if stats is None else stats.get("numRecords")
     if value is None:
@@ -257,6 +262,8 @@ class AddFile(_LogicalFile):
             num_records = _num_records(struct_stats) if isinstance(struct_stats, Mapping) else None
             if keep_stats:
                 stats = json.dumps(_jsonable(struct_stats), separators=(",", ":"))
+        elif NUM_RECORDS_READ in raw:
+            num_records = raw[NUM_RECORDS_READ]
         else:
             num_records = _num_records(_parse_stats(stats))
         tags = raw.get("tags")

@@ -22,8 +22,10 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.json as pajson
 import pyarrow.parquet as pq
 
+from dv_assets.mirror.delta.actions import NUM_RECORDS_READ
 from dv_assets.mirror.delta.paths import resolve_location
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.io import FileInfo, FileIO
@@ -495,12 +497,57 @@ def add_rows(adds: pa.StructArray) -> Iterator[dict[str, Any]]:
         if len(indices):
             parsed = struct_stats.take(indices).to_pylist(maps_as_pydicts="strict")
             from_struct = dict(zip(indices.to_pylist(), parsed, strict=True))
-    keys = list(values)
+    text = children.get("stats")
+    num_records = None if text is None else stats_num_records(text)
+    keys: list[Any] = list(values)
+    if num_records is not None:
+        keys.append(NUM_RECORDS_READ)
+        values[NUM_RECORDS_READ] = num_records  # type: ignore[index]
     for index, row_values in enumerate(zip(*values.values(), strict=True)):
         row = dict(zip(keys, row_values, strict=True))
         if index in from_struct:
             row["stats_parsed"] = from_struct[index]
         yield row
+
+
+def stats_num_records(stats: pa.Array) -> list[int | None] | None:
+    """Each JSON stats text's numRecords (None where it has none), read by Arrow's JSON parser for the
+    whole column at once: a json.loads per file costs ~4.5 s for a million files, this ~0.4 s. None (the
+    caller then parses each text itself, as `AddFile.from_action` does) unless Arrow reads exactly what
+    json.loads would: each text one object on a line of its own (no line break in any), numRecords a
+    JSON integer, null or absent, and every text valid JSON (Arrow's parser rejects what json.loads
+    rejects; it also rejects lone surrogates, NaN in numRecords, repeated keys: those fall back)."""
+    if not pa.types.is_string(stats.type) or len(stats) == 0:
+        return None
+    filled = pc.fill_null(stats, "")
+    texts = pc.if_else(pc.equal(filled, ""), pa.scalar("{}"), filled).cast(pa.large_string())
+    one_object_per_line = (
+        pc.all(pc.starts_with(texts, "{")).as_py()
+        and pc.all(pc.ends_with(texts, "}")).as_py()
+        and not pc.any(pc.match_substring(texts, "\n")).as_py()
+        and not pc.any(pc.match_substring(texts, "\r")).as_py()
+    )
+    if not one_object_per_line:
+        return None
+    lines = pa.LargeListArray.from_arrays(pa.array([0, len(texts)], pa.int64()), texts)
+    joined = pc.binary_join(lines, pa.scalar("\n", pa.large_string()))[0].as_buffer()
+    longest = pc.max(pc.binary_length(texts)).as_py()
+    try:
+        read = pajson.read_json(
+            pa.BufferReader(joined),
+            read_options=pajson.ReadOptions(block_size=max(1 << 22, 2 * longest)),
+            parse_options=pajson.ParseOptions(
+                explicit_schema=_NUM_RECORDS_SCHEMA, unexpected_field_behavior="ignore"
+            ),
+        )
+    except pa.ArrowException:
+        return None
+    if read.num_rows != len(texts):  # two objects on one line (json.loads: invalid)
+        return None
+    return read.column("numRecords").to_pylist()
+
+
+_NUM_RECORDS_SCHEMA = pa.schema([("numRecords", pa.int64())])
 
 
 def column_values(column: pa.Array) -> list[Any]:

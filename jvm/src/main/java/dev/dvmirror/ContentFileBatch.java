@@ -183,9 +183,18 @@ public final class ContentFileBatch {
    * <p>Returns the manifests (their files counted by the writer). They are written now; if the commit
    * then fails, Iceberg does not delete them (an appended manifest becomes the table's only once
    * committed): the caller does.
+   *
+   * <p>{@code linesFile} may be a FIFO the caller writes while this reads it: lines that end before
+   * {@code expectedFiles} files (the writer failed and closed it early) fail here, their manifests
+   * deleted, never staged as a complete version.
    */
   public static List<ManifestFile> stageDataManifests(
-      RowDelta rowDelta, Table table, String linesFile, PartitionSpec spec, long targetSizeBytes)
+      RowDelta rowDelta,
+      Table table,
+      String linesFile,
+      PartitionSpec spec,
+      long targetSizeBytes,
+      long expectedFiles)
       throws IOException {
     TableOperations ops = ((HasTableOperations) table).operations();
     TableMetadata current = ops.current();
@@ -219,6 +228,7 @@ public final class ContentFileBatch {
             targetSize);
     ObjectMapper mapper = JsonUtil.mapper();
     List<ManifestFile> manifests;
+    long read = 0;
     try (Stream<String> lines = nonEmptyLines(linesFile)) {
       try {
         for (String line : (Iterable<String>) lines::iterator) {
@@ -228,6 +238,11 @@ public final class ContentFileBatch {
           }
           writer.add(dataFile);
           summary.addedFile(spec, dataFile);
+          read++;
+        }
+        if (read != expectedFiles) {
+          throw new IllegalStateException(
+              "the data file lines ended after " + read + " of " + expectedFiles + " files");
         }
       } finally {
         writer.close();
