@@ -14,7 +14,7 @@ from pyspark.sql import SparkSession
 
 from benchmarks.million import CHECKPOINT_VERSION, FILES_PER_DELETE, FIRST_DV, ROWS_PER_FILE, build
 from dv_assets.mirror.errors import MirrorConflictError
-from dv_assets.mirror.iceberg.java import IcebergJava, _end_early, _fifo_writer, _JvmCall
+from dv_assets.mirror.iceberg.java import IcebergJava, _fifo_writer, _JvmCall, _wait_for_reader
 from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.faults import FailWhileStreaming, RaceAfterStaging
@@ -194,5 +194,5 @@ def test_a_reader_still_waiting_to_open_a_fifo_that_ends_early_reads_its_end(
     fifo = tmp_path / "lines"
     os.mkfifo(fifo)
     reader = _JvmCall(lambda: fifo.read_text())  # blocks in open until a writer comes
-    _end_early(fifo, reader)
+    _wait_for_reader(fifo, reader)
     assert reader.result() == ""

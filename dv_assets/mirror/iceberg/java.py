@@ -370,8 +370,9 @@ class IcebergJava:
             except BrokenPipeError:
                 pass  # the JVM stopped reading: its own error, raised by `result`, says why
             except BaseException:
-                _end_early(path, staging)  # it fails on the count, deleting what it wrote: this is the cause
+                _wait_for_reader(path, staging)  # it fails on the count, deleting what it wrote
                 raise
+            _wait_for_reader(path, staging)
             manifests = staging.result()
         self._written_manifests = [str(m.path()) for m in manifests]
         return sum(int(m.addedFilesCount()) for m in manifests)
@@ -501,9 +502,11 @@ def _fifo_writer(path: Path, reader: _JvmCall) -> Iterator[TextIO]:
         yield out
 
 
-def _end_early(path: Path, reader: _JvmCall) -> None:
-    """Until `reader`'s call has ended: the FIFO opened and closed for writing, so that a reader still
-    waiting to open it reads its end at once (and fails on the count) rather than waiting for ever."""
+def _wait_for_reader(path: Path, reader: _JvmCall) -> None:
+    """Until `reader`'s call has ended, once the writing side is closed: the FIFO opened and closed for
+    writing now and then, so that a reader (still, or again) waiting to open it reads its end at once
+    rather than waiting for a writer that is gone. No data goes in: a reader that has read all lines
+    ends as it would; one that has not fails on the count."""
     while not reader.wait(0.005):
         with contextlib.suppress(OSError):  # ENXIO: no reader waiting (yet, or any more)
             os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))

@@ -58,7 +58,7 @@ _EXACT = Context(prec=100)  # decimal(38, s) needs more than the default 28 digi
 _EPOCH_DATE = date(1970, 1, 1)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)  # not frozen, as ColumnMetrics (one per data file)
 class IcebergMetrics(ColumnMetrics):
     """Metrics of one data file from its Delta stats (no value counts: Delta keeps none)."""
 

@@ -1,5 +1,6 @@
 package dev.dvmirror;
 
+import java.io.BufferedReader;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -334,8 +335,24 @@ public final class ContentFileBatch {
    * The non-empty lines of the local file {@code linesFile}, read lazily (a version of 100,000 files
    * never becomes one string on either side of py4j); close the stream when done.
    */
+  /**
+   * The file's lines through one reader, opened once: {@code Files.lines} opens a file twice when it
+   * cannot size it (a FIFO), and a writer that has written all and closed between the two opens would
+   * leave the second waiting for ever.
+   */
   private static Stream<String> nonEmptyLines(String linesFile) throws IOException {
-    return Files.lines(Path.of(linesFile), StandardCharsets.UTF_8).filter(line -> !line.isEmpty());
+    BufferedReader reader = Files.newBufferedReader(Path.of(linesFile), StandardCharsets.UTF_8);
+    return reader
+        .lines()
+        .filter(line -> !line.isEmpty())
+        .onClose(
+            () -> {
+              try {
+                reader.close();
+              } catch (IOException e) {
+                throw new UncheckedIOException(e);
+              }
+            });
   }
 
   private static ContentFile<?> parse(ObjectMapper mapper, String json, PartitionSpec spec) {
