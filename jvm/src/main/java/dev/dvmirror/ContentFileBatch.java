@@ -333,12 +333,9 @@ public final class ContentFileBatch {
 
   /**
    * The non-empty lines of the local file {@code linesFile}, read lazily (a version of 100,000 files
-   * never becomes one string on either side of py4j); close the stream when done.
-   */
-  /**
-   * The file's lines through one reader, opened once: {@code Files.lines} opens a file twice when it
-   * cannot size it (a FIFO), and a writer that has written all and closed between the two opens would
-   * leave the second waiting for ever.
+   * never becomes one string on either side of py4j); close the stream when done. Through one reader,
+   * opened once: {@code Files.lines} opens a file twice when it cannot size it (a FIFO), and a writer
+   * that has written all and closed between the two opens would leave the second waiting for ever.
    */
   private static Stream<String> nonEmptyLines(String linesFile) throws IOException {
     BufferedReader reader = Files.newBufferedReader(Path.of(linesFile), StandardCharsets.UTF_8);
