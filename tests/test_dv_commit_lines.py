@@ -84,9 +84,18 @@ def test_dv_lines_stage_the_delete_files_their_json_stages(spark, copy_fixture, 
     assert all("-next.puffin" in line for line in lines_added)
 
 
-def test_a_path_with_a_line_break_goes_as_json() -> None:
-    dv = DeleteFile("/t/a.puffin", "puffin", (), 10, 1, "/t/data\nfile.parquet", 4, 6)
-    other = dataclasses.replace(dv, referenced_data_file="/t/data.parquet")
+@pytest.mark.parametrize(
+    ("puffin", "data_file"),
+    [
+        ("/t/a.puffin", "/t/data\nfile.parquet"),
+        ("/t/a.puffin", "/t/data\rfile.parquet"),
+        ("/t/a\n.puffin", "/t/data.parquet"),
+        ("/t/a\r.puffin", "/t/data.parquet"),
+    ],
+)
+def test_a_path_with_a_line_break_goes_as_json(puffin: str, data_file: str) -> None:
+    dv = DeleteFile(puffin, "puffin", (), 10, 1, data_file, 4, 6)
+    other = DeleteFile("/t/a.puffin", "puffin", (), 10, 1, "/t/data.parquet", 4, 6)
     parquet = dataclasses.replace(
         other, file_format="parquet", content_offset=None, content_size_in_bytes=None
     )
