@@ -18,6 +18,9 @@ from dv_assets.mirror.iceberg.schema import (
     check_format_version,
     evolve,
     highest_field_id,
+    iceberg_name_mapping,
+    mapped_ids,
+    merged_name_mapping,
     name_mapping,
     partition_spec,
     partition_value,
@@ -189,6 +192,60 @@ def test_evolution_without_column_mapping_keeps_ids_by_name_path() -> None:
     attrs = third.to_json()["fields"][-1]
     assert attrs["id"] == 16 and (attrs["type"]["key-id"], attrs["type"]["value-id"]) == (17, 18)
     as_pyiceberg(third)
+    # Given the table's history, the name comes back with the ids it had: the same column to Delta.
+    with_history = evolve(
+        typed_second,
+        StructType.from_json(struct(*second_delta["fields"], NESTED["fields"][2])),
+        "none",
+        history=(first,),
+    )
+    attrs = with_history.to_json()["fields"][-1]
+    first_attrs = next(f for f in first.to_json()["fields"] if f["name"] == "attrs")
+    assert attrs == first_attrs
+    # A fresh column still gets an id above every id of the history.
+    fresh = evolve(
+        typed_second, StructType.from_json(struct(field("other", "integer"))), "none", history=(first,)
+    ).to_json()
+    assert fresh["fields"][0]["id"] == 16
+
+
+def test_a_name_back_with_a_type_iceberg_cannot_promote_to_is_refused_by_name() -> None:
+    first = to_iceberg_schema(StructType.from_json(struct(field("letter", "string"), field("n", "integer"))))
+    second = evolve(first, StructType.from_json(struct(field("n", "integer"))), "none")
+    with pytest.raises(UnsupportedFeatureError, match="letter"):
+        evolve(second, StructType.from_json(struct(field("letter", "integer"))), "none", history=(first,))
+
+
+def test_merged_name_mapping_keeps_every_id_and_name_of_the_history() -> None:
+    old = [
+        {"field-id": 1, "names": ["letter"]},
+        {"field-id": 2, "names": ["point"], "fields": [{"field-id": 3, "names": ["x"]}]},
+    ]
+    new = [
+        {"field-id": 4, "names": ["num1"]},
+        {"field-id": 2, "names": ["point", "pt"], "fields": [{"field-id": 5, "names": ["y"]}]},
+    ]
+    merged = merged_name_mapping(old, new)
+    assert merged == [
+        {"field-id": 1, "names": ["letter"]},
+        {
+            "field-id": 2,
+            "names": ["point", "pt"],
+            "fields": [{"field-id": 3, "names": ["x"]}, {"field-id": 5, "names": ["y"]}],
+        },
+        {"field-id": 4, "names": ["num1"]},
+    ]
+    parse_mapping_from_json(json.dumps(merged))  # a mapping pyiceberg reads
+    assert merged_name_mapping(merged, new) == merged  # merging again changes nothing
+    with pytest.raises(UnsupportedFeatureError, match=r"'letter'.*ids 1 and 6"):
+        merged_name_mapping(old, [{"field-id": 6, "names": ["letter"]}])
+
+
+def test_iceberg_name_mapping_names_every_field_by_its_id() -> None:
+    schema = to_iceberg_schema(StructType.from_json(NESTED))
+    mapping = iceberg_name_mapping(schema)
+    assert mapped_ids(mapping) == {i for i in range(1, highest_field_id(schema) + 1)}
+    assert mapping == name_mapping(schema, StructType.from_json(NESTED), "none")
 
 
 def test_evolution_with_column_mapping_follows_delta_ids_across_renames() -> None:
@@ -385,7 +442,9 @@ def test_partition_spec() -> None:
         ("true", "boolean", True, True),
         ("false", "boolean", False, False),
         ("hello", "string", "hello", "hello"),
-        ("\u0001\u0002\u00ff", "binary", b"\x01\x02\xff", "0102FF"),
+        # Delta Spark writes a binary value as its bytes decoded as UTF-8 and reads it back encoded.
+        ("\u0001\u0002\u00ff", "binary", b"\x01\x02\xc3\xbf", "0102C3BF"),
+        ("\U0001f608", "binary", b"\xf0\x9f\x98\x88", "F09F9888"),
         ("2024-03-01", "date", 19783, "2024-03-01"),
         ("1970-01-01 00:00:00", "timestamptz", 0, "1970-01-01T00:00:00.000000+00:00"),
         ("2024-01-01 12:00:00.123456", "timestamptz", 1704110400123456, "2024-01-01T12:00:00.123456+00:00"),

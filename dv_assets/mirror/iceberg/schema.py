@@ -84,13 +84,19 @@ def evolve(
     column_mapping_mode: str,
     *,
     schema_id: int | None = None,
+    history: Sequence[Schema] = (),
 ) -> Schema:
     """The Iceberg schema for `delta_schema`, keeping the ids `previous` gave to the same columns.
 
-    New columns get ids above the previous highest id (Iceberg's `last-column-id`). An upgrade to column
-    mapping keeps every id or is refused (see `_check_upgrade_keeps_ids`). A column whose type changed
-    (Delta's type widening) keeps its id when the change is an Iceberg type promotion, and is refused
-    otherwise (`type_promotion.check_type_changes`).
+    `history` is every schema the table had before (oldest first): a column `previous` lacks but an older
+    schema had takes that schema's id back. Without column mapping Delta identifies a column by its name,
+    so a name that comes back (RESTORE across ADD COLUMNS, overwriteSchema, mergeSchema) is the same
+    column for the files written before, and the name mapping, which is table-wide, can hold a name once.
+
+    New columns get ids above the highest id the table ever had (Iceberg's `last-column-id`). An upgrade
+    to column mapping keeps every id or is refused (see `_check_upgrade_keeps_ids`). A column whose type
+    changed (Delta's type widening) keeps its id when the change is an Iceberg type promotion, and is
+    refused otherwise (`type_promotion.check_type_changes`), against every schema that had the id.
     """
     mode = checked_mode(column_mapping_mode)
     check_recorded_type_changes(delta_schema)
@@ -108,9 +114,13 @@ def evolve(
             _check_upgrade_keeps_ids(previous, upgraded)
             evolved = upgraded
     if evolved is None:
-        known = dict(_iceberg_keys(previous, mode))
-        evolved = _build(delta_schema, mode, known, highest_field_id(previous), schema_id)
-    check_type_changes(previous, evolved)
+        known: dict[Key, int] = {}
+        for older in (*history, previous):  # the newest schema that had a key decides its id
+            known.update(_iceberg_keys(older, mode))
+        highest = max(highest_field_id(s) for s in (*history, previous))
+        evolved = _build(delta_schema, mode, known, highest, schema_id)
+    for older in (*history, previous):
+        check_type_changes(older, evolved)
     return evolved
 
 
@@ -397,6 +407,75 @@ class _NameMapping(SchemaVisitor[IcebergType, list[dict[str, Any]]]):
         return []
 
 
+def merged_name_mapping(*mappings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """One name mapping holding every entry of `mappings` (oldest first): each field id once, with every
+    name it was known by, its children merged the same way.
+
+    The mapping is table-wide, not per snapshot: a Parquet file written under an older schema is read
+    through today's mapping, so no id and no name the table ever had may leave it. A name given to two
+    ids at one level cannot be mapped (readers would not know which id a file's column is): refused.
+    """
+    merged: dict[int, dict[str, Any]] = {}
+    children: dict[int, list[Sequence[Mapping[str, Any]]]] = {}
+    for mapping in mappings:
+        for entry in mapping:
+            field_id = int(entry["field-id"])
+            target = merged.setdefault(field_id, {"field-id": field_id, "names": []})
+            target["names"] += [n for n in entry.get("names", ()) if n not in target["names"]]
+            if entry.get("fields"):
+                children.setdefault(field_id, []).append(entry["fields"])
+    owner: dict[str, int] = {}
+    for field_id, entry in merged.items():
+        for name in entry["names"]:
+            if owner.setdefault(name, field_id) != field_id:
+                raise UnsupportedFeatureError(
+                    f"column {name!r} has meant two different columns in the table's history (Iceberg field "
+                    f"ids {owner[name]} and {field_id}), and Iceberg's name mapping can give a name one id "
+                    "only; mirror the table into a new Iceberg table"
+                )
+        if field_id in children:
+            entry["fields"] = merged_name_mapping(*children[field_id])
+    return list(merged.values())
+
+
+def iceberg_name_mapping(iceberg_schema: Schema) -> list[dict[str, Any]]:
+    """The name mapping of an Iceberg schema's own names: the Parquet names of a table without column
+    mapping, whose files name columns by their logical names."""
+    return visit(iceberg_schema.as_struct(), _IcebergNames(), None)
+
+
+class _IcebergNames(SchemaVisitor[None, list[dict[str, Any]]]):
+    def struct(
+        self, struct: iceberg.StructType, ctx: None, fields: Sequence[Callable]
+    ) -> list[dict[str, Any]]:
+        return [
+            _mapping_entry(f.name, f.id, child(None)) for f, child in zip(struct.fields, fields, strict=True)
+        ]
+
+    def list(self, list_type: iceberg.ListType, ctx: None, element: Callable) -> list[dict[str, Any]]:
+        return [_mapping_entry("element", list_type.element_id, element(None))]
+
+    def map(
+        self, map_type: iceberg.MapType, ctx: None, key: Callable, value: Callable
+    ) -> list[dict[str, Any]]:
+        return [
+            _mapping_entry("key", map_type.key_id, key(None)),
+            _mapping_entry("value", map_type.value_id, value(None)),
+        ]
+
+    def primitive(self, primitive: iceberg.PrimitiveType, ctx: None) -> list[dict[str, Any]]:
+        return []
+
+
+def mapped_ids(mapping: Sequence[Mapping[str, Any]]) -> set[int]:
+    """Every field id a name mapping maps, at any depth."""
+    found: set[int] = set()
+    for entry in mapping:
+        found.add(int(entry["field-id"]))
+        found |= mapped_ids(entry.get("fields") or ())
+    return found
+
+
 def _mapping_entry(name: str, field_id: int, children: list[dict[str, Any]]) -> dict[str, Any]:
     entry: dict[str, Any] = {"field-id": field_id, "names": [name]}
     if children:
@@ -481,7 +560,9 @@ def _parse_partition_value(value: str, iceberg_type: str) -> Any:
             raise ValueError("expected true or false")
         return value.lower() == "true"
     if iceberg_type == "binary":
-        return value.encode("latin-1")  # Delta writes each byte as one character
+        # Delta Spark writes a binary partition value as the string Spark casts it to (its bytes decoded as
+        # UTF-8) and reads it back as that string's UTF-8 bytes: the value Delta reads is this one.
+        return value.encode("utf-8")
     if iceberg_type == "date":
         return (date.fromisoformat(value) - _EPOCH_DATE).days
     if iceberg_type in ("timestamp", "timestamptz"):
