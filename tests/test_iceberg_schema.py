@@ -451,6 +451,17 @@ def test_partition_spec() -> None:
         ("2024-01-01T12:00:00.123456Z", "timestamptz", 1704110400123456, "2024-01-01T12:00:00.123456+00:00"),
         ("2024-01-01T13:00:00+01:00", "timestamptz", 1704110400000000, "2024-01-01T12:00:00.000000+00:00"),
         ("2024-01-01 12:00:00", "timestamp", 1704110400000000, "2024-01-01T12:00:00.000000"),
+        # Years beyond 9999: 9999-12-31 23:59:59.999999 written by a session west of UTC.
+        (
+            "+10000-01-01T07:59:59.999999Z",
+            "timestamptz",
+            253402329599999999,
+            "+10000-01-01T07:59:59.999999+00:00",
+        ),
+        ("0001-01-01 00:00:00", "timestamp", -62135596800000000, "0001-01-01T00:00:00.000000"),
+        ("1969-12-31 23:59:59.999999", "timestamp", -1, "1969-12-31T23:59:59.999999"),
+        ("0001-01-01", "date", -719162, "0001-01-01"),
+        ("9999-12-31", "date", 2932896, "9999-12-31"),
         (None, "int", None, None),
         ("", "date", None, None),
     ],
@@ -480,3 +491,32 @@ def test_partition_value_by_column() -> None:
 def test_bad_partition_values_are_refused(value: str, iceberg_type: str) -> None:
     with pytest.raises(MirrorInputError, match="partition value"):
         partition_value_typed(value, PrimitiveType(iceberg_type))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_date_and_timestamp_partition_values_agree_with_python_datetime(seed: int) -> None:
+    """The calendar arithmetic against Python's own, over random instants of years 1..9999."""
+    import random
+    from datetime import UTC, date, datetime, timedelta
+
+    rng = random.Random(seed)
+    epoch = datetime(1970, 1, 1, tzinfo=UTC)
+    for _ in range(2000):
+        micros = rng.randrange(-62135596800000000, 253402300799999999)
+        instant = epoch + timedelta(microseconds=micros)
+        text = f"{instant.year:04d}" + instant.strftime("-%m-%d %H:%M:%S.%f")  # %Y: no zero padding
+        assert partition_value_typed(text, PrimitiveType("timestamp")) == micros, text
+        shifted = instant + timedelta(hours=5, minutes=30) if instant.year < 9999 else instant
+        zoned = f"{shifted.year:04d}" + shifted.strftime("-%m-%dT%H:%M:%S.%f") + "+05:30"
+        if shifted is not instant:
+            assert partition_value_typed(zoned, PrimitiveType("timestamptz")) == micros, zoned
+        expected = instant.replace(tzinfo=None).isoformat(timespec="microseconds")
+        assert partition_value_to_json(text, PrimitiveType("timestamp")) == expected
+        day = instant.date()
+        assert partition_value_typed(day.isoformat(), PrimitiveType("date")) == (day - date(1970, 1, 1)).days
+
+
+@pytest.mark.parametrize("value", ["2024-02-30", "2023-02-29", "2024-13-01", "2024-1-01", "20240101"])
+def test_impossible_dates_are_refused(value: str) -> None:
+    with pytest.raises(MirrorInputError, match="not a valid date"):
+        partition_value_typed(value, PrimitiveType("date"))

@@ -126,3 +126,34 @@ def test_column_mapping_enabled_on_a_table_with_data(spark, catalog, tmp_path: P
     spark.sql(f"DELETE FROM {ref} WHERE a % 10 = 1")
     latest = latest_version(root)
     assert _mirror_and_compare(spark, catalog, root, "mapping_upgrade") == 2 * (latest + 1)
+
+
+def test_time_partition_values_in_a_session_time_zone_that_is_not_utc(spark, catalog, tmp_path: Path) -> None:
+    """Timestamp, timestamp_ntz and date partition values far from 1970, written and read by a Delta Spark
+    session in a time zone that is not UTC (one with a daylight-saving change inside the values)."""
+    root = tmp_path / "time partitions"
+    ref = delta_ref(root)
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+    try:
+        spark.sql(
+            f"CREATE TABLE {ref} (id INT, ts TIMESTAMP, ntz TIMESTAMP_NTZ, d DATE) USING delta "
+            f"PARTITIONED BY (ts, ntz, d) TBLPROPERTIES ({tblproperties()})"
+        )
+        spark.sql(
+            f"INSERT INTO {ref} VALUES "
+            "(1, TIMESTAMP'0001-01-01 00:00:00', TIMESTAMP_NTZ'0001-01-01 00:00:00', DATE'0001-01-01'), "
+            "(2, TIMESTAMP'1969-12-31 23:59:59.999999', TIMESTAMP_NTZ'1969-12-31 23:59:59.999999', "
+            "DATE'1969-12-31'), "
+            "(3, TIMESTAMP'2024-03-10 02:30:00', TIMESTAMP_NTZ'2024-03-10 02:30:00', DATE'2024-03-10'), "
+            "(4, TIMESTAMP'2024-11-03 01:30:00', TIMESTAMP_NTZ'2024-11-03 01:30:00', DATE'2024-11-03'), "
+            # (9999-12-31 23:59 in Los Angeles is in year 10000 in UTC, which no Python reader of the
+            # rows holds: tests/test_iceberg_schema.py has the partition value Delta writes for it.)
+            "(5, TIMESTAMP'9999-12-30 23:59:59.999999', TIMESTAMP_NTZ'9999-12-31 23:59:59.999999', "
+            "DATE'9999-12-31'), "
+            "(6, NULL, NULL, NULL)"
+        )
+        spark.sql(f"DELETE FROM {ref} WHERE id = 4")
+        assert _mirror_and_compare(spark, catalog, root, "time_partitions") == 2 * 3
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)

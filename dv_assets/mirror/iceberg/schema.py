@@ -22,9 +22,9 @@ matches by name path and is refused unless every Delta id equals the Iceberg id 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime, timedelta
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
@@ -509,8 +509,72 @@ def partition_spec(
     return {"spec-id": spec_id, "fields": fields}
 
 
-_EPOCH_DATE = date(1970, 1, 1)
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+# Dates and timestamps as Delta Spark writes partition values (`2024-01-01`, `2024-01-01 00:00:00[.f]`,
+# `2024-01-01T08:00:00.000000Z`), years beyond 9999 too: a session in a zone west of UTC writes
+# 9999-12-31 23:59 as `+10000-01-01T07:59:00.000000Z`, which Python's datetime cannot hold.
+_DATE_TEXT = re.compile(r"([+-]?\d{4,})-(\d{2})-(\d{2})")
+_TIMESTAMP_TEXT = re.compile(
+    r"([+-]?\d{4,})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,9}))?(Z|[+-]\d{2}:\d{2})?"
+)
+
+
+def _epoch_day(year: str, month: str, day: str) -> int:
+    """Days since 1970-01-01 of a proleptic Gregorian date, any year (Howard Hinnant's days_from_civil)."""
+    y, m, d = int(year), int(month), int(day)
+    if not 1 <= m <= 12 or not 1 <= d <= 31:
+        raise ValueError("month or day out of range")
+    y -= m <= 2
+    era = y // 400
+    year_of_era = y - era * 400
+    day_of_year = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    day_of_era = year_of_era * 365 + year_of_era // 4 - year_of_era // 100 + day_of_year
+    days = era * 146_097 + day_of_era - 719_468
+    if _civil(days) != (int(year), m, d):
+        raise ValueError("no such day")
+    return days
+
+
+def _civil(days: int) -> tuple[int, int, int]:
+    """(year, month, day) of a day since 1970-01-01 (Hinnant's civil_from_days)."""
+    z = days + 719_468
+    era = z // 146_097
+    day_of_era = z - era * 146_097
+    year_of_era = (day_of_era - day_of_era // 1460 + day_of_era // 36_524 - day_of_era // 146_096) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    mp = (5 * day_of_year + 2) // 153
+    day = day_of_year - (153 * mp + 2) // 5 + 1
+    month = mp + (3 if mp < 10 else -9)
+    return year_of_era + era * 400 + (month <= 2), month, day
+
+
+def _date_text(days: int) -> str:
+    """ISO-8601 text of a day since 1970-01-01; a year beyond 9999 (or before 0) signed, as Java's
+    `LocalDate.toString` and `DateTimeFormatter.ISO_*` write and parse it."""
+    year, month, day = _civil(days)
+    year_text = f"{year:04d}" if 0 <= year <= 9999 else f"{year:+05d}"
+    return f"{year_text}-{month:02d}-{day:02d}"
+
+
+def _timestamp_micros(value: str, *, with_zone: bool) -> int:
+    """Microseconds since the epoch of a Delta timestamp partition value. Without an offset the text is
+    read as UTC (as delta-kernel-rs does; Delta Spark 4 writes `...Z`); timestamp_ntz takes none."""
+    match = _TIMESTAMP_TEXT.fullmatch(value)
+    if match is None:
+        raise ValueError("expected YYYY-MM-DD HH:MM:SS[.ffffff][Z|+HH:MM]")
+    year, month, day, hour, minute, second, fraction, zone = match.groups()
+    if zone is not None and not with_zone:
+        raise ValueError("timestamp_ntz value has a time zone")
+    if int(hour) > 23 or int(minute) > 59 or int(second) > 59:
+        raise ValueError("time of day out of range")
+    digits = (fraction or "").ljust(9, "0")
+    if digits[6:] != "000":
+        raise ValueError("finer than microseconds")
+    offset = 0
+    if zone not in (None, "Z"):
+        sign = -1 if zone[0] == "-" else 1
+        offset = sign * (int(zone[1:3]) * 3600 + int(zone[4:6]) * 60)
+    seconds = _epoch_day(year, month, day) * 86_400 + int(hour) * 3600 + int(minute) * 60 + int(second)
+    return (seconds - offset) * 1_000_000 + int(digits[:6])
 
 
 def partition_value(value: str | None, iceberg_schema: Schema, column: str) -> Any:
@@ -564,17 +628,12 @@ def _parse_partition_value(value: str, iceberg_type: str) -> Any:
         # UTF-8) and reads it back as that string's UTF-8 bytes: the value Delta reads is this one.
         return value.encode("utf-8")
     if iceberg_type == "date":
-        return (date.fromisoformat(value) - _EPOCH_DATE).days
+        match = _DATE_TEXT.fullmatch(value)
+        if match is None:
+            raise ValueError("expected YYYY-MM-DD")
+        return _epoch_day(*match.groups())
     if iceberg_type in ("timestamp", "timestamptz"):
-        parsed = datetime.fromisoformat(value)
-        if iceberg_type == "timestamp":
-            if parsed.tzinfo is not None:
-                raise ValueError("timestamp_ntz value has a time zone")
-            parsed = parsed.replace(tzinfo=UTC)
-        elif parsed.tzinfo is None:
-            parsed = parsed.replace(tzinfo=UTC)
-        delta = parsed - _EPOCH
-        return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+        return _timestamp_micros(value, with_zone=iceberg_type == "timestamptz")
     match = ICEBERG_DECIMAL.match(iceberg_type)
     if match:
         precision, scale = int(match.group(1)), int(match.group(2))
@@ -611,10 +670,12 @@ def partition_value_to_json(
         )
     name = str(iceberg_type)  # a primitive: partition_value_typed refuses the others
     if name == "date":
-        return date.fromordinal(_EPOCH_DATE.toordinal() + internal).isoformat()
+        return _date_text(internal)
     if name in ("timestamp", "timestamptz"):
-        instant = _EPOCH + timedelta(microseconds=internal)
-        text = instant.replace(tzinfo=None).isoformat(timespec="microseconds")
+        days, micros = divmod(internal, 86_400_000_000)
+        seconds, fraction = divmod(micros, 1_000_000)
+        clock = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}.{fraction:06d}"
+        text = f"{_date_text(days)}T{clock}"
         return f"{text}+00:00" if name == "timestamptz" else text
     if name == "binary":
         return internal.hex().upper()
