@@ -320,6 +320,12 @@ def _delete_job(
     )
     checked: set[str] = set()  # a DELETE's thousands of DVs share a few DV files: each is checked once
     for task in tasks:
+        if task.num_records is not None and task.cardinality > task.num_records:
+            raise InvalidDeletionVectorError(
+                f"deletionVector.cardinality is {task.cardinality}, more than the data file's "
+                f"{task.num_records} rows (its stats' numRecords, else its Parquet footer)",
+                file=task.data_file,
+            )
         location = resolve_dv_location(task.table_root, task.storage_type, task.path_or_inline_dv)
         if location is not None and location not in checked:
             try:
