@@ -131,7 +131,9 @@ class MirrorState:
         for removed in request.remove_data_files:
             recorded_paths.pop(comparable(removed.path), None)
         if self.exists:
-            table_id, partition_columns = self.delta_table_id, self.partition_columns
+            # A recorded id follows the table replaced within its log (`replaced_table_id`).
+            table_id = None if self.delta_table_id is None else metadata.id
+            partition_columns = self.partition_columns
         else:
             table_id, partition_columns = metadata.id, tuple(metadata.partition_columns)
         return replace(
@@ -198,7 +200,7 @@ class VersionPlan:
             ),
             schema=new_schema,
             name_mapping=name_mapping,
-            properties=state.pending_properties,
+            properties=_properties(state, metadata),
         )
 
 
@@ -361,6 +363,23 @@ def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
             NAME_MAPPING_PROPERTY: json.dumps(_name_mapping(schema, metadata)),
         },
     )
+
+
+def replaced_table_id(state: MirrorState, metadata: Metadata) -> str | None:
+    """The new metaData.id of a Delta table replaced within its log (CREATE OR REPLACE TABLE) since the
+    mirror recorded one, else None. `identity.check_same_delta_table` has told it from another table."""
+    if state.exists and state.delta_table_id is not None and metadata.id != state.delta_table_id:
+        return metadata.id
+    return None
+
+
+def _properties(state: MirrorState, metadata: Metadata) -> Mapping[str, str]:
+    """The table properties a version's commit sets: those an older mirror lacks, and the new id of a
+    replaced Delta table, recorded with the commit of the version that replaced it."""
+    new_id = replaced_table_id(state, metadata)
+    if new_id is None:
+        return state.pending_properties
+    return {**state.pending_properties, DELTA_TABLE_ID_PROPERTY: new_id}
 
 
 def _name_mapping(schema: Schema, metadata: Metadata) -> list[dict]:
