@@ -100,11 +100,22 @@ def first_version_to_mirror(
 
 def check_same_delta_table(change: VersionChange, delta_table_id: str | None, delta_root: str) -> None:
     """Every version mirrored comes from the Delta table the mirror was made of (`delta_table_id`, its
-    metaData.id; None when the mirror did not record it)."""
-    if delta_table_id is not None and change.metadata.id != delta_table_id:
-        raise MirrorInputError(
-            f"the Delta table's id is {change.metadata.id}, the mirror's is {delta_table_id}: the "
-            "folder now holds another Delta table; mirror it into a new Iceberg table",
-            table=delta_root,
-            version=change.version,
-        )
+    metaData.id; None when the mirror did not record it), or from that table replaced within its own log.
+
+    CREATE OR REPLACE TABLE (and REPLACE TABLE) gives the table a new metaData.id, but its log goes on: the
+    next version of the same `_delta_log`, the versions before it still there for time travel. The mirror
+    follows such a version (it records the new id with that version's commit, `plan.py`): the id of the
+    version before it (`previous_metadata_id`) is still the mirror's, so the log the mirror is continuing
+    is the one it mirrored (`first_version_to_mirror` has also checked, by its commit, that the version
+    last mirrored is still there, unchanged). Anything else with another id is another table: a folder
+    deleted and re-created holds a log whose every version has the new id."""
+    if delta_table_id is None or change.metadata.id == delta_table_id:
+        return
+    if change.previous_metadata_id == delta_table_id:
+        return  # replaced in this very version: the same log under a new id
+    raise MirrorInputError(
+        f"the Delta table's id is {change.metadata.id}, the mirror's is {delta_table_id}: the "
+        "folder now holds another Delta table; mirror it into a new Iceberg table",
+        table=delta_root,
+        version=change.version,
+    )

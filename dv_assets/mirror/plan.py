@@ -144,7 +144,9 @@ class MirrorState:
         for removed in request.remove_data_files:
             recorded_paths.pop(comparable(removed.path), None)
         if self.exists:
-            table_id, partition_columns = self.delta_table_id, self.partition_columns
+            # A recorded id follows the table replaced within its log (`replaced_table_id`).
+            table_id = None if self.delta_table_id is None else metadata.id
+            partition_columns = self.partition_columns
         else:
             table_id, partition_columns = metadata.id, tuple(metadata.partition_columns)
         name_mapping = self.name_mapping if request.name_mapping is None else tuple(request.name_mapping)
@@ -217,7 +219,7 @@ class VersionPlan:
             ),
             schema=new_schema,
             name_mapping=self.name_mapping,
-            properties=state.pending_properties,
+            properties=_properties(state, metadata),
         )
 
 
@@ -347,6 +349,12 @@ def _delete_job(
     )
     checked: set[str] = set()  # a DELETE's thousands of DVs share a few DV files: each is checked once
     for task in tasks:
+        if task.num_records is not None and task.cardinality > task.num_records:
+            raise InvalidDeletionVectorError(
+                f"deletionVector.cardinality is {task.cardinality}, more than the data file's "
+                f"{task.num_records} rows (its stats' numRecords, else its Parquet footer)",
+                file=task.data_file,
+            )
         location = resolve_dv_location(task.table_root, task.storage_type, task.path_or_inline_dv)
         if location is not None and location not in checked:
             try:
@@ -382,6 +390,23 @@ def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
             NAME_MAPPING_PROPERTY: json.dumps(_name_mapping(schema, metadata)),
         },
     )
+
+
+def replaced_table_id(state: MirrorState, metadata: Metadata) -> str | None:
+    """The new metaData.id of a Delta table replaced within its log (CREATE OR REPLACE TABLE) since the
+    mirror recorded one, else None. `identity.check_same_delta_table` has told it from another table."""
+    if state.exists and state.delta_table_id is not None and metadata.id != state.delta_table_id:
+        return metadata.id
+    return None
+
+
+def _properties(state: MirrorState, metadata: Metadata) -> Mapping[str, str]:
+    """The table properties a version's commit sets: those an older mirror lacks, and the new id of a
+    replaced Delta table, recorded with the commit of the version that replaced it."""
+    new_id = replaced_table_id(state, metadata)
+    if new_id is None:
+        return state.pending_properties
+    return {**state.pending_properties, DELTA_TABLE_ID_PROPERTY: new_id}
 
 
 def _name_mapping(schema: Schema, metadata: Metadata) -> list[dict]:

@@ -23,7 +23,7 @@ from typing import Any, NoReturn, TypeVar
 from dv_assets.mirror.delta import column_mapping
 from dv_assets.mirror.delta.paths import resolve_location
 from dv_assets.mirror.delta.schema import StructType
-from dv_assets.mirror.errors import MirrorInputError
+from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError
 
 _Shared = TypeVar("_Shared", str, int)
 
@@ -95,6 +95,33 @@ def _required(raw: Mapping[str, Any], key: str, action: str) -> Any:
     return value
 
 
+# The bounds of the numbers the protocol types as Java's long and int (PROTOCOL.md: `size`, `numRecords`,
+# `cardinality` are longs; a DV's `offset` and `sizeInBytes` ints). A number outside them, or not a JSON
+# integer at all (a float, a string, a bool), no Delta writer wrote: it is refused, never rounded or cut.
+MAX_LONG = (1 << 63) - 1
+MAX_INT = (1 << 31) - 1
+
+
+def _bad_number(field: str, value: Any, low: int, high: int) -> MirrorInputError:
+    """The refusal of a number of the log that is not an integer in [low, high]."""
+    shown = repr(value) if len(repr(value)) <= 60 else f"{repr(value)[:60]}..."
+    return MirrorInputError(
+        f"{field} is {shown}, not an integer in [{_bound(low)}, {_bound(high)}]: no Delta writer writes "
+        "that; refused rather than guessed"
+    )
+
+
+def _bound(value: int) -> str:
+    return {MAX_LONG: "2^63 - 1", MAX_INT: "2^31 - 1", -MAX_LONG - 1: "-2^63"}.get(value, str(value))
+
+
+def _number(value: Any, field: str, low: int = 0, high: int = MAX_LONG) -> int:
+    """`value` when it is a JSON integer (an int, not a bool) in [low, high]; else refused, naming `field`."""
+    if type(value) is not int or value < low or value > high:
+        raise _bad_number(field, value, low, high)
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class DeletionVectorDescriptor:
     """`add.deletionVector` / `remove.deletionVector` (PROTOCOL.md, "Deletion Vector Descriptor Schema")."""
@@ -121,13 +148,20 @@ class DeletionVectorDescriptor:
         if pool is not None and storage_type != "i" and isinstance(path_or_inline_dv, str):
             # Many DVs share one DV file; an inline DV is unique to its file and not worth pooling.
             path_or_inline_dv = pool.shared(path_or_inline_dv)
-        return cls(
-            storage_type=storage_type,
-            path_or_inline_dv=path_or_inline_dv,
-            offset=None if offset is None else int(offset),
-            size_in_bytes=int(_required(raw, "sizeInBytes", "deletionVector")),
-            cardinality=int(_required(raw, "cardinality", "deletionVector")),
-        )
+        try:
+            return cls(
+                storage_type=storage_type,
+                path_or_inline_dv=path_or_inline_dv,
+                offset=None if offset is None else _number(offset, "deletionVector.offset", 0, MAX_INT),
+                size_in_bytes=_number(
+                    _required(raw, "sizeInBytes", "deletionVector"), "deletionVector.sizeInBytes", 0, MAX_INT
+                ),
+                cardinality=_number(
+                    _required(raw, "cardinality", "deletionVector"), "deletionVector.cardinality"
+                ),
+            )
+        except MirrorInputError as exc:
+            raise InvalidDeletionVectorError(exc.reason) from None
 
 
 def _deletion_vector(raw: Mapping[str, Any], pool: ValuePool | None) -> DeletionVectorDescriptor | None:
@@ -162,14 +196,27 @@ def _parse_stats(stats: str | None) -> dict | None:
 NUM_RECORDS_READ = ("numRecords",)
 
 
-def _num_records(stats: Mapping[str, Any] | None) -> int | None:
-    value = None if stats is None else stats.get("numRecords")
-    if value is None:
-        return None
-    try:
-        return int(value)
-    except (TypeError, ValueError, OverflowError):
-        return None  # unreadable like the rest of bad stats: the row count then comes from the footer
+def _num_records(stats: Mapping[str, Any] | None) -> Any:
+    """The stats' numRecords as written (None when absent or null); `_checked_num_records` checks it."""
+    return None if stats is None else stats.get("numRecords")
+
+
+def _checked_num_records(value: Any, field: str) -> int | None:
+    """A file's row count from its stats: absent (None: the Parquet footer tells), or a JSON integer in
+    [0, 2^63 - 1]. Unreadable stats text reads as absent; a numRecords that is there but negative, too
+    large or not an integer is a statement about the file no writer makes: refused, not guessed around
+    (it bounds the file's DV positions and becomes its Iceberg record count)."""
+    if value is None or (type(value) is int and 0 <= value <= MAX_LONG):
+        return value
+    raise _bad_number(field, value, 0, MAX_LONG)
+
+
+def _modification_time(raw: Mapping[str, Any]) -> int:
+    """add.modificationTime (0 when absent): informational, but a JSON integer (a long) when present."""
+    value = raw.get("modificationTime")
+    if type(value) is int and -MAX_LONG - 1 <= value <= MAX_LONG:
+        return value
+    return 0 if value is None else _number(value, "add.modificationTime", -MAX_LONG - 1)
 
 
 def _compact_path(path: str, location: str, pool: ValuePool | None) -> str | int:
@@ -255,31 +302,41 @@ class AddFile(_LogicalFile):
         keep_stats: bool = True,
     ) -> AddFile:
         path = _required(raw, "path", "add")
-        stats = raw.get("stats")
-        struct_stats = raw.get("stats_parsed")
-        if stats is None and struct_stats is not None:
-            # Checkpoints written with writeStatsAsJson=false carry only the struct form.
-            num_records = _num_records(struct_stats) if isinstance(struct_stats, Mapping) else None
-            if keep_stats:
-                stats = json.dumps(_jsonable(struct_stats), separators=(",", ":"))
-        elif NUM_RECORDS_READ in raw:
-            num_records = raw[NUM_RECORDS_READ]
-        else:
-            num_records = _num_records(_parse_stats(stats))
-        tags = raw.get("tags")
         location = resolve_location(table_root, path)
-        return cls(
-            _path=_compact_path(path, location, pool),
-            location=location,
-            partition_values=_map(raw.get("partitionValues"), pool),
-            size=int(_required(raw, "size", "add")),
-            modification_time=int(raw.get("modificationTime") or 0),
-            data_change=bool(raw.get("dataChange", True)),
-            stats=stats if keep_stats else None,
-            deletion_vector=_deletion_vector(raw, pool),
-            tags=None if tags is None else _map(tags, pool),
-            num_records=num_records,
-        )
+        try:
+            stats = raw.get("stats")
+            struct_stats = raw.get("stats_parsed")
+            if stats is None and struct_stats is not None:
+                # Checkpoints written with writeStatsAsJson=false carry only the struct form.
+                num_records = _checked_num_records(
+                    _num_records(struct_stats) if isinstance(struct_stats, Mapping) else None,
+                    "add.stats_parsed.numRecords",
+                )
+                if keep_stats:
+                    stats = json.dumps(_jsonable(struct_stats), separators=(",", ":"))
+            else:
+                # Read by Arrow for a whole checkpoint (`log.stats_num_records`), or here from the text:
+                # checked the same either way.
+                read = raw[NUM_RECORDS_READ] if NUM_RECORDS_READ in raw else _num_records(_parse_stats(stats))
+                num_records = _checked_num_records(read, "add.stats numRecords")
+            size = raw.get("size")
+            if type(size) is not int or size < 0 or size > MAX_LONG:
+                size = _number(_required(raw, "size", "add"), "add.size")
+            tags = raw.get("tags")
+            return cls(
+                _path=_compact_path(path, location, pool),
+                location=location,
+                partition_values=_map(raw.get("partitionValues"), pool),
+                size=size,
+                modification_time=_modification_time(raw),
+                data_change=bool(raw.get("dataChange", True)),
+                stats=stats if keep_stats else None,
+                deletion_vector=_deletion_vector(raw, pool),
+                tags=None if tags is None else _map(tags, pool),
+                num_records=num_records,
+            )
+        except MirrorInputError as exc:
+            raise exc.at(file=location) from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -298,16 +355,20 @@ class RemoveFile(_LogicalFile):
         cls, raw: Mapping[str, Any], table_root: str, *, pool: ValuePool | None = None
     ) -> RemoveFile:
         path = _required(raw, "path", "remove")
+        location = resolve_location(table_root, path)
         size = raw.get("size")
         partition_values = raw.get("partitionValues")
-        return cls(
-            path=path,
-            location=resolve_location(table_root, path),
-            partition_values=None if partition_values is None else _map(partition_values, pool),
-            size=None if size is None else int(size),
-            data_change=bool(raw.get("dataChange", True)),
-            deletion_vector=_deletion_vector(raw, pool),
-        )
+        try:
+            return cls(
+                path=path,
+                location=location,
+                partition_values=None if partition_values is None else _map(partition_values, pool),
+                size=None if size is None else _number(size, "remove.size"),
+                data_change=bool(raw.get("dataChange", True)),
+                deletion_vector=_deletion_vector(raw, pool),
+            )
+        except MirrorInputError as exc:
+            raise exc.at(file=location) from None
 
 
 @dataclass(frozen=True)
@@ -363,7 +424,7 @@ class Metadata:
             schema_string=_required(raw, "schemaString", "metaData"),
             partition_columns=list(raw.get("partitionColumns") or []),
             configuration={k: v for k, v in (raw.get("configuration") or {}).items() if v is not None},
-            created_time=None if created is None else int(created),
+            created_time=None if created is None else _number(created, "metaData.createdTime", -MAX_LONG - 1),
             name=raw.get("name"),
             description=raw.get("description"),
             format_provider=fmt.get("provider") or "parquet",
@@ -382,8 +443,12 @@ class Protocol:
     @classmethod
     def from_action(cls, raw: Mapping[str, Any]) -> Protocol:
         return cls(
-            min_reader_version=int(_required(raw, "minReaderVersion", "protocol")),
-            min_writer_version=int(_required(raw, "minWriterVersion", "protocol")),
+            min_reader_version=_number(
+                _required(raw, "minReaderVersion", "protocol"), "protocol.minReaderVersion", 1, MAX_INT
+            ),
+            min_writer_version=_number(
+                _required(raw, "minWriterVersion", "protocol"), "protocol.minWriterVersion", 1, MAX_INT
+            ),
             reader_features=_features(raw.get("readerFeatures")),
             writer_features=_features(raw.get("writerFeatures")),
         )

@@ -42,5 +42,5 @@ def _check_present(files: list[AddFile], sizes: list[int | None]) -> None:
             raise MirrorInputError("the data file the log adds does not exist", file=add.location)
         if size != add.size:
             raise MirrorInputError(
-                f"the data file is {size} bytes, the log says {add.size}", file=add.location
+                f"the data file is {size} bytes, the log's add.size says {add.size}", file=add.location
             )

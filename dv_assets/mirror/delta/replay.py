@@ -74,6 +74,9 @@ class VersionChange:
     dv_changed: list[tuple[AddFile, AddFile]]
     data_change: bool  # any add/remove of the commit has dataChange=true
     operation: str | None
+    # metaData.id at `version - 1` (None: nothing before it was replayed). Another id in `metadata` is a
+    # table replaced within its log (CREATE OR REPLACE TABLE), not another table in the folder.
+    previous_metadata_id: str | None = None
 
 
 @dataclass
@@ -484,6 +487,7 @@ class DeltaTable:
         protocol_changed = commit.protocol is not None and commit.protocol != replay.protocol
         metadata_changed = commit.metadata is not None and commit.metadata != replay.metadata
         before = replay.protocol
+        previous_metadata_id = None if replay.metadata is None else replay.metadata.id
         replay.protocol = commit.protocol or replay.protocol
         replay.metadata = commit.metadata or replay.metadata
         replay.version = version
@@ -502,6 +506,7 @@ class DeltaTable:
             dv_changed=dv_changed,
             data_change=commit.data_change,
             operation=commit.commit_info.operation,
+            previous_metadata_id=previous_metadata_id,
         )
 
     def _whole_state_change(self, listing: LogListing, replay: _Replay) -> VersionChange:

@@ -304,6 +304,8 @@ def _refuse_blob(
 
 def check_positions(bitmap: BitMap64, *, expected_cardinality: int | None, num_records: int | None) -> None:
     """Cardinality as declared, and no position at or past the data file's row count (when known)."""
+    if num_records is not None and num_records < 0:  # parsing refuses it first; never a negative bound
+        raise InvalidDeletionVectorError(f"the data file's numRecords is {num_records}, below 0")
     cardinality = len(bitmap)
     if expected_cardinality is not None and cardinality != expected_cardinality:
         raise InvalidDeletionVectorError(

@@ -228,7 +228,7 @@ def _read_spans(
         for offset, index in placed:
             task = tasks[index]
             end = offset + task.size_in_bytes + FRAME_OVERHEAD
-            if offset < 1 or end > file_size:
+            if offset < 1 or task.size_in_bytes < 0 or end > file_size:
                 raise InvalidDeletionVectorError(
                     f"deletion vector file {location} is {file_size} bytes; the DV at offset {offset} with "
                     f"sizeInBytes {task.size_in_bytes} needs bytes {offset}..{end} (truncated "
