@@ -95,13 +95,11 @@ def _fast(spark):
 @pytest.mark.spark
 @pytest.mark.usefixtures("_fast")
 def test_create_or_replace_table_is_mirrored_at_every_version(spark, catalog, tmp_path: Path) -> None:
-    """DVs before and after a CREATE OR REPLACE TABLE with another schema (a column added) and then a
-    REPLACE TABLE: every version mirrors exactly in both formats, the incremental mirror stopping right
-    before and right at each replacing version, and the mirror ends with the id of the last replacement.
-
-    The replacing schema keeps the replaced table's columns (their names and types): a column it drops
-    would read as nulls in the mirror's versions before it until the name mapping keeps the names of
-    dropped columns (being changed separately, in plan.py / iceberg/schema.py).
+    """DVs before and after a CREATE OR REPLACE TABLE with another schema (`s` dropped, `t` and `n`
+    added) and then a REPLACE TABLE that brings `s` back: every version mirrors exactly in both formats
+    (the versions before a replacement keep their columns: the name mapping keeps the table's history),
+    the incremental mirror stopping right before and right at each replacing version, and the mirror
+    ends with the id of the last replacement.
 
     On a path, Delta Spark's CREATE OR REPLACE TABLE with a column list refuses a schema other than the
     table's (DELTA_CREATE_TABLE_SCHEME_MISMATCH) and commits nothing with the same one; with AS SELECT
@@ -113,7 +111,7 @@ def test_create_or_replace_table_is_mirrored_at_every_version(spark, catalog, tm
     spark.sql(f"DELETE FROM {ref} WHERE id % 7 = 0")
     spark.sql(
         f"CREATE OR REPLACE TABLE {ref} USING delta TBLPROPERTIES ({tblproperties()}) AS SELECT "
-        "/*+ REPARTITION(1) */ CAST(id AS INT) AS id, concat('t', id) AS s, id * 10 AS n "
+        "/*+ REPARTITION(1) */ CAST(id AS INT) AS id, concat('t', id) AS t, id * 10 AS n "
         "FROM range(0, 30) t(id)"
     )  # 3
     spark.sql(f"DELETE FROM {ref} WHERE id % 4 = 1")
