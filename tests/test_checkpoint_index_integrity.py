@@ -369,3 +369,22 @@ def test_a_damaged_index_warns_once_and_is_rebuilt(
         adds.unlink()
     with caplog.at_level(logging.WARNING, logger=checkpoint_index.__name__):
         assert_one_warning_then_rebuilt(root, tmp_path / "index", pristine, caplog)
+
+
+def test_an_index_a_lookup_would_refuse_is_not_left_behind(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A base name of over 4 KiB has no Parquet statistics, so a lookup could not check its bucket: the
+    build finds so once (one warning), removes the folder, and the run answers without an index."""
+    root = tmp_path / "table"
+    long_name = "n" * 5000 + ".parquet"
+    write_log(root, [base_commit(*(add(f"part-{i:02d}.parquet") for i in range(8)), add(long_name))])
+    write_checkpoint(root, 0, "classic", random.Random(0))
+    write_log(root, [[info("DELETE"), remove("part-03.parquet")]], first=1)
+    indexes = CheckpointIndexes(str(tmp_path / "index"))
+    with caplog.at_level(logging.WARNING, logger=checkpoint_index.__name__):
+        assert DeltaTable(root).index_checkpoint(indexes, 1) is None
+    assert len([r for r in caplog.records if r.name == checkpoint_index.__name__]) == 1
+    assert list((tmp_path / "index").iterdir()) == []
+    expected = changes_outcome(DeltaTable(root, restricted_replay=False), 1, 1)
+    assert changes_outcome(DeltaTable(root, checkpoint_indexes=indexes), 1, 1) == expected

@@ -354,6 +354,7 @@ class CheckpointIndexes:
                 _verified_parquet(handle, index)
         except Exception as exc:  # the index is not used: no answer depends on it
             self._reject(index.folder, exc)
+            self._remove(index.folder)
             return False
         return True
 
@@ -383,11 +384,15 @@ class CheckpointIndexes:
         for folder in list(self._listed()):
             name = folder.rsplit("/", 1)[-1]
             digits = name[len(FOLDER_PREFIX) : len(FOLDER_PREFIX) + 20]
-            if folder not in self._rejected and (not digits.isdigit() or int(digits) >= version):
-                continue
-            self._io.delete_quietly([f"{folder}/{MANIFEST}", f"{folder}/{ADDS}"])
-            self._io.delete_dir_quietly(folder)
-            self._folders = [f for f in self._listed() if f != folder]
+            if folder in self._rejected or (digits.isdigit() and int(digits) < version):
+                self._remove(folder)
+
+    def _remove(self, folder: str) -> None:
+        """Delete one of the mirror's index folders, its manifest first (a half-deleted index is never
+        read)."""
+        self._io.delete_quietly([f"{folder}/{MANIFEST}", f"{folder}/{ADDS}"])
+        self._io.delete_dir_quietly(folder)
+        self._folders = [f for f in self._listed() if f != folder]
 
 
 @dataclass(frozen=True)
