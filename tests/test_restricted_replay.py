@@ -238,8 +238,10 @@ def test_duplicate_checkpoint_entry_of_an_untouched_file_is_refused_through_the_
 
 
 def _edit_manifest(folder: Path, **changes: object) -> None:
+    """The manifest changed and sealed again (its digest recomputed): what the checks after the digest's
+    must find (tests/test_checkpoint_index_integrity.py alters it without resealing)."""
     manifest = folder / checkpoint_index.MANIFEST
-    manifest.write_text(json.dumps(json.loads(manifest.read_text()) | changes))
+    manifest.write_bytes(checkpoint_index._sealed(json.loads(manifest.read_text()) | changes))
 
 
 DAMAGES = {
@@ -280,7 +282,7 @@ def test_an_index_that_does_not_check_out_is_not_used(
     indexed = DeltaTable(root, checkpoint_indexes=CheckpointIndexes(str(tmp_path / "index")))
     assert changes_outcome(indexed, 1, 1) == expected
     # Found unusable from its manifest (not read), or on reading its adds file (read, unanswered).
-    read_fails = damage is not None and damage.startswith(("adds", "row groups"))
+    read_fails = damage is not None and damage.startswith("adds")
     assert index_reads == ([True] if damage is None else [False] if read_fails else [])
 
 

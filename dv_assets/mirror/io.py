@@ -214,6 +214,11 @@ class FileIO:
         with filesystem.open_output_stream(path) as out:
             out.write(content)
 
+    def open_output(self, location: str) -> pa.NativeFile:
+        """A new file's output stream (its folder must exist); the caller closes it."""
+        filesystem, path = self.resolve(location)
+        return filesystem.open_output_stream(path)
+
     def parquet_writer(self, location: str, schema: pa.Schema, **options: Any) -> pq.ParquetWriter:
         """A Parquet writer for a new file at `location` (`options` as pyarrow's); the caller closes it."""
         filesystem, path = self.resolve(location)

@@ -248,6 +248,10 @@ class FailAfterWrites(FileIO):
         self._count()
         return super().parquet_writer(location, schema, **options)
 
+    def open_output(self, location: str) -> pa.NativeFile:
+        self._count()
+        return super().open_output(location)
+
 
 class UnreachableStatsStorage(FileIO):
     """Storage whose stat calls fail `failures` times, once armed, as an unreachable object store's do

@@ -24,18 +24,38 @@ same rows in the same order, so the same replay, changes and refusals. The names
 replay reads too (a file may be listed twice), are the manifest's minus K: for a name outside K, the
 count `AddCandidates(K).repeated` takes is the one over the whole checkpoint.
 
-An index is used only when everything checks: its format, the table root, the checkpoint's files (names,
-sizes, modification times: a rewritten or replaced checkpoint is another one), the row groups and the add
-type of its Parquet file. Otherwise, or when it cannot be read, the run reads the checkpoint as before.
+A cache may make a run faster, never change what it commits, so an index is verified whole before any of
+it is used, and on any doubt the run reads the checkpoint itself (one warning line; the folder is removed
+once a new index is written, `remove_older`); a damaged index is never a reason to refuse:
+
+* the manifest holds the SHA-256 of its own canonical JSON (`digest`): a field altered by a bit is found
+  before any is read (its copies of the checkpoint's protocol and metaData included: they are kept, not
+  read from the checkpoint, because that would open every part of it and read every row group of its
+  non-add columns, the reads the index is there to save);
+* the adds file is verified a block at a time (`AddsFile`: its size, and the SHA-256 of every block of
+  VERIFY_BLOCK_BYTES as written): the Parquet reader is handed only bytes of blocks that matched, and a
+  lookup fetches only the blocks it reads (the footer, a few row groups), not the whole file;
+* what the manifest says of the adds file is cross-checked against it: the row counts and the add type
+  against the footer, each bucket's first name against the footer's statistics of its base names (and
+  the next bucket's first name against their maximum), the shape of the row groups (always-read groups,
+  one first name per bucket, in order), and the rows read: ordinals in range and unique, base names those
+  of their paths, the always-read rows exactly those `always_admitted` admits, each bucket's names within
+  its bounds;
+* the checkpoint's files (names, sizes, modification times: a rewritten or replaced checkpoint is another
+  one), the table root and the checkpoint version must be the ones the index was made of.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import logging
+import math
 import uuid
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import pairwise
 from typing import Any
 
 import pyarrow as pa
@@ -55,7 +75,9 @@ from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.io import FileInfo, FileIO
 
 FORMAT = "dvmirror-delta-checkpoint-index"
-FORMAT_VERSION = 1
+# 2: the manifest's digest, the adds file's block hashes and base-name statistics (an index of version 1
+# is not used, and replaced by the run).
+FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 ADDS = "adds.parquet"
 FOLDER_PREFIX = "dvmirror-checkpoint-"
@@ -63,8 +85,20 @@ FOLDER_PREFIX = "dvmirror-checkpoint-"
 BUCKET_ROWS = 2048
 # Rows copied into index order at a time while writing (what the build holds besides the checkpoint's adds).
 BLOCK_ROWS = 1 << 16
-# What reading an index or a checkpoint may raise besides MirrorInputError: the index is then not used.
+# Bytes per verified block of the adds file: a lookup fetches and hashes the blocks it reads, about one
+# more per row group than it needs; the manifest holds one SHA-256 per block (~270 per 64 MiB).
+VERIFY_BLOCK_BYTES = 1 << 18
+# What reading an index or a checkpoint may raise besides MirrorInputError while building: no index then.
 _READ_ERRORS = (OSError, pa.ArrowException, ValueError, KeyError, TypeError)
+_ADD_COLUMNS = ("ordinal", "basename", "add")
+_BASENAME_COLUMN = 1  # the Parquet leaf column of `basename` (`ordinal` is 0, the add's leaves follow)
+_REASON_CHARS = 300
+
+_LOG = logging.getLogger(__name__)
+
+
+class IndexUnusable(Exception):
+    """Why an index is not used: what the warning line says."""
 
 
 @dataclass(frozen=True)
@@ -79,13 +113,48 @@ class SourceFile:
     def of(cls, info: FileInfo) -> SourceFile:
         return cls(info.location, info.size, info.mtime_s)
 
+    @classmethod
+    def from_json(cls, value: Any) -> SourceFile:
+        if not isinstance(value, dict) or set(value) != {"location", "size", "mtime_s"}:
+            raise IndexUnusable("a file entry of its manifest is not one")
+        size, mtime_s = value["size"], value["mtime_s"]
+        if size is not None:
+            _int(size, "file size")
+        if mtime_s is not None and (isinstance(mtime_s, bool) or not isinstance(mtime_s, int | float)):
+            raise IndexUnusable("a file's modification time in its manifest is not a number")
+        return cls(_str(value["location"], "file location"), size, mtime_s)
+
     def to_json(self) -> dict[str, Any]:
         return {"location": self.location, "size": self.size, "mtime_s": self.mtime_s}
 
 
 @dataclass(frozen=True)
+class AddsFile:
+    """The adds file as written: its size and the SHA-256 of each block of `block_bytes` (the last one
+    shorter), what every byte a lookup reads of it is verified against (`_VerifiedFile`)."""
+
+    size: int
+    block_bytes: int
+    block_sha256: tuple[str, ...]
+
+    @classmethod
+    def from_json(cls, value: Any) -> AddsFile:
+        if not isinstance(value, dict) or set(value) != {"size", "block_bytes", "block_sha256"}:
+            raise IndexUnusable("its manifest's adds_file is not one")
+        size, block_bytes = _int(value["size"], "adds file size"), _int(value["block_bytes"], "block size")
+        hashes = _strs(value["block_sha256"], "block hashes")
+        if block_bytes <= 0 or len(hashes) != math.ceil(size / block_bytes):
+            raise IndexUnusable("its manifest's block hashes do not cover its adds file")
+        return cls(size, block_bytes, hashes)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"size": self.size, "block_bytes": self.block_bytes, "block_sha256": list(self.block_sha256)}
+
+
+@dataclass(frozen=True)
 class CheckpointIndex:
-    """One checkpoint's index, its manifest checked against the log (`CheckpointIndexes.find`)."""
+    """One checkpoint's index, its manifest verified and checked against the log
+    (`CheckpointIndexes.find`)."""
 
     folder: str
     version: int
@@ -95,22 +164,28 @@ class CheckpointIndex:
     group_rows: tuple[int, ...]
     add_type: str
     repeated: frozenset[str]
+    adds_file: AddsFile | None  # None when the checkpoint has no adds (and there is no adds file)
 
     def groups_of(self, basenames: Iterable[str]) -> list[int]:
         """The row groups to read for these raw base names: the always-read ones and their buckets."""
         buckets = {bisect_right(self.bucket_first, name) - 1 for name in basenames}
         return [*range(self.always_groups), *sorted(self.always_groups + b for b in buckets if b >= 0)]
 
+    @property
+    def always_rows(self) -> int:
+        return sum(self.group_rows[: self.always_groups])
+
 
 class CheckpointIndexes:
     """The folder of a mirror's checkpoint indexes (`<table location>/dvmirror-delta-index`, given by the
     caller: this package knows nothing of Iceberg), through `FileIO`. One instance per run: the folder is
-    listed once."""
+    listed once, and an index found unusable is reported once and not looked at again."""
 
     def __init__(self, root: str, io: FileIO | None = None) -> None:
         self.root = root.rstrip("/")
         self._io = io or FileIO()
         self._folders: list[str] | None = None
+        self._rejected: dict[str, str] = {}  # folder -> why it is not used
 
     # --- reading ----------------------------------------------------------------------------------
 
@@ -125,8 +200,9 @@ class CheckpointIndexes:
         for folder in self._version_folders(checkpoint.version):
             try:
                 index = self._checked(folder, log, checkpoint.version, parts)
-            except (*_READ_ERRORS, MirrorInputError):
-                index = None
+            except Exception as exc:  # whatever the doubt, the checkpoint answers instead: never a refusal
+                self._reject(folder, exc)
+                continue
             if index is not None:
                 return index
         return None
@@ -134,33 +210,52 @@ class CheckpointIndexes:
     def read(self, index: CheckpointIndex, candidates: AddCandidates) -> list[dict[str, Any]] | None:
         """What `DeltaLog.read_checkpoint(checkpoint, stats=False, candidates=candidates)` yields, as far as
         replay can tell (the other actions first, then the admitted adds in checkpoint order); None when the
-        index cannot be read."""
+        index cannot be read or does not verify (reported once: `_reject`)."""
+        if index.folder in self._rejected:
+            return None
         if not index.group_rows:  # a checkpoint without adds: no adds file
             return list(index.actions)
         try:
-            with self._io.open_input(f"{index.folder}/{ADDS}") as handle:
-                parquet = pq.ParquetFile(handle, page_checksum_verification=True)
-                metadata = parquet.metadata
-                rows = tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
-                if rows != index.group_rows or str(parquet.schema_arrow.field("add").type) != index.add_type:
-                    return None
-                groups = index.groups_of(candidates.basenames)
-                table = parquet.read_row_groups(groups, use_threads=False)
-            # Only K's rows of its buckets (a few of thousands) and the always-read rows go on to the
-            # filter, which keeps exactly them: a superset of what it keeps, so the same rows.
-            always_rows = sum(index.group_rows[: index.always_groups])
-            in_buckets = table.slice(always_rows)
-            named = pc.is_in(in_buckets.column("basename"), value_set=pa.array(sorted(candidates.basenames)))
-            table = pa.concat_tables([table.slice(0, always_rows), in_buckets.filter(named)])
-            adds = table.sort_by("ordinal").column("add").combine_chunks()
-            admitted = candidates.admitted(adds) if len(adds) else adds
-            return [*index.actions, *({"add": row} for row in add_rows(admitted))]
-        except _READ_ERRORS:
+            adds = self._admitted_adds(index, candidates)
+            return [*index.actions, *({"add": row} for row in add_rows(adds))]
+        except Exception as exc:  # whatever the doubt, the checkpoint answers instead: never a refusal
+            self._reject(index.folder, exc)
             return None
+
+    def _admitted_adds(self, index: CheckpointIndex, candidates: AddCandidates) -> pa.StructArray:
+        groups = index.groups_of(candidates.basenames)
+        with self._io.open_input(f"{index.folder}/{ADDS}") as handle:
+            parquet = _verified_parquet(handle, index)
+            table = parquet.read_row_groups(groups, use_threads=False)
+        _check_rows(index, groups, table)
+        # Only K's rows of its buckets (a few of thousands) and the always-read rows go on to the
+        # filter, which keeps exactly them: a superset of what it keeps, so the same rows.
+        always_rows = index.always_rows
+        in_buckets = table.slice(always_rows)
+        named = pc.is_in(in_buckets.column("basename"), value_set=pa.array(sorted(candidates.basenames)))
+        table = pa.concat_tables([table.slice(0, always_rows), in_buckets.filter(named)])
+        adds = table.sort_by("ordinal").column("add").combine_chunks()
+        return candidates.admitted(adds) if len(adds) else adds
+
+    def _reject(self, folder: str, exc: Exception) -> None:
+        """Not used again by this instance; ONE warning line per index (a run asks more than once)."""
+        if folder in self._rejected:
+            return
+        reason = str(exc) if isinstance(exc, IndexUnusable) else f"{type(exc).__name__}: {exc}"
+        reason = " ".join(reason.split())[:_REASON_CHARS]
+        self._rejected[folder] = reason
+        _LOG.warning(
+            "checkpoint index %s not used (%s): the checkpoint is read instead, and a new index written "
+            "once the run's versions are committed",
+            folder,
+            reason,
+        )
 
     def _version_folders(self, version: int) -> list[str]:
         prefix = f"{FOLDER_PREFIX}{version:020d}-"
-        return [f for f in self._listed() if f.rsplit("/", 1)[-1].startswith(prefix)]
+        return [
+            f for f in self._listed() if f.rsplit("/", 1)[-1].startswith(prefix) and f not in self._rejected
+        ]
 
     def _listed(self) -> list[str]:
         if self._folders is None:
@@ -175,33 +270,30 @@ class CheckpointIndexes:
     def _checked(
         self, folder: str, log: DeltaLog, version: int, parts: list[SourceFile]
     ) -> CheckpointIndex | None:
-        manifest = json.loads(self._io.read(f"{folder}/{MANIFEST}"))
-        if (
-            manifest.get("format") != FORMAT
-            or manifest.get("format_version") != FORMAT_VERSION
-            or manifest.get("table_root") != log.table_root
-            or manifest.get("checkpoint_version") != version
-        ):
+        """The folder's index if its manifest verifies and it indexes this checkpoint; None when it has no
+        manifest (being written, or half removed: no index, not a doubt); else raises why not."""
+        try:
+            content = self._io.read(f"{folder}/{MANIFEST}")
+        except FileNotFoundError:
             return None
-        sources = [SourceFile(**s) for s in manifest["files"]]
+        manifest = _verified_manifest(content)
+        if manifest.get("table_root") != log.table_root:
+            raise IndexUnusable("it indexes another table's checkpoint")
+        if manifest.get("checkpoint_version") != version:
+            raise IndexUnusable(f"it indexes another version's checkpoint, not version {version}'s")
+        files = manifest.get("files")
+        if not isinstance(files, list):
+            raise IndexUnusable("its manifest's files are not a list")
+        sources = [SourceFile.from_json(s) for s in files]
         if sources[: len(parts)] != parts:
-            return None
+            raise IndexUnusable("the checkpoint's files are not the ones it indexed (rewritten or replaced)")
         # The sidecars: the checkpoint's parts are unchanged, so these are the ones they name.
         sidecars = sources[len(parts) :]
         if sidecars:
             found = self._io.stat_many([s.location for s in sidecars])
             if [SourceFile(i.location, i.size, i.mtime_s) for i in found] != sidecars:
-                return None
-        return CheckpointIndex(
-            folder=folder,
-            version=version,
-            actions=tuple(manifest["actions"]),
-            always_groups=int(manifest["always_groups"]),
-            bucket_first=tuple(manifest["bucket_first"]),
-            group_rows=tuple(manifest["group_rows"]),
-            add_type=str(manifest["add_type"]),
-            repeated=frozenset(manifest["repeated"]),
-        )
+                raise IndexUnusable("the checkpoint's sidecars are not the ones it indexed")
+        return _index_of(folder, version, manifest)
 
     # --- writing ----------------------------------------------------------------------------------
 
@@ -209,8 +301,9 @@ class CheckpointIndexes:
         self, log: DeltaLog, checkpoint: Checkpoint, infos: Mapping[str, FileInfo]
     ) -> CheckpointIndex | None:
         """Write the index of `checkpoint` (whose files `infos` describes) into a new folder, the manifest
-        last, and return it as `find` would; None when the checkpoint cannot be indexed, or reading or
-        writing fails (nothing is then used; a partial folder without its manifest is never read)."""
+        last, and return it as `find` would, its adds file's footer verified; None when the checkpoint
+        cannot be indexed, or reading or writing fails (nothing is then used; a partial folder without
+        its manifest is never read)."""
         if any(infos.get(f.name) is None for f in checkpoint.files):
             return None
         try:
@@ -225,10 +318,9 @@ class CheckpointIndexes:
             sidecars = [SourceFile.of(i) for i in self._io.stat_many(contents.files[len(parts) :])]
             folder = f"{self.root}/{FOLDER_PREFIX}{checkpoint.version:020d}-{uuid.uuid4()}"
             self._io.makedirs(folder)
-            groups, bucket_first, repeated = (0, []), [], frozenset()
+            written = _Written(0, [], [], None)
             if adds is not None and ordered is not None:
-                groups, bucket_first = self._write_adds(f"{folder}/{ADDS}", adds, ordered)
-                repeated = ordered.repeated
+                written = self._write_adds(f"{folder}/{ADDS}", adds, ordered)
             manifest = {
                 "format": FORMAT,
                 "format_version": FORMAT_VERSION,
@@ -236,53 +328,354 @@ class CheckpointIndexes:
                 "checkpoint_version": checkpoint.version,
                 "files": [s.to_json() for s in (*parts, *sidecars)],
                 "actions": contents.actions,
-                "always_groups": groups[0],
-                "bucket_first": bucket_first,
-                "group_rows": groups[1],
+                "always_groups": written.always_groups,
+                "bucket_first": written.bucket_first,
+                "group_rows": written.group_rows,
                 "add_type": "" if adds is None else str(adds.type),
-                "repeated": sorted(repeated),
+                "repeated": [] if ordered is None else sorted(ordered.repeated),
+                "adds_file": None if written.adds_file is None else written.adds_file.to_json(),
             }
-            self._io.write(f"{folder}/{MANIFEST}", json.dumps(manifest).encode())
+            self._io.write(f"{folder}/{MANIFEST}", _sealed(manifest))
         except (*_READ_ERRORS, MirrorInputError):
             return None
         if self._folders is not None:
             self._folders.append(folder)
-        return self.find(log, checkpoint, infos)
+        index = self.find(log, checkpoint, infos)
+        return index if index is None or self._footer_verifies(index) else None
 
-    def _write_adds(
-        self, location: str, adds: pa.ChunkedArray, ordered: _Ordered
-    ) -> tuple[tuple[int, list[int]], list[str]]:
-        """The adds file; ((always-read row groups, rows per row group), first base name per bucket)."""
+    def _footer_verifies(self, index: CheckpointIndex) -> bool:
+        """Whether a lookup will accept the adds file's footer (a bucket's statistics may be missing, for
+        a base name of over 4 KiB): checked once here, so that an index that would never be used is not
+        left to be found, doubted and rebuilt by every run."""
+        if index.adds_file is None:
+            return True
+        try:
+            with self._io.open_input(f"{index.folder}/{ADDS}") as handle:
+                _verified_parquet(handle, index)
+        except Exception as exc:  # the index is not used: no answer depends on it
+            self._reject(index.folder, exc)
+            self._remove(index.folder)
+            return False
+        return True
+
+    def _write_adds(self, location: str, adds: pa.ChunkedArray, ordered: _Ordered) -> _Written:
+        """The adds file, hashed a block at a time as it is written (what is verified is what was meant to
+        be stored, not what storage gives back)."""
         always = ordered.always
         groups = [(i, min(i + BUCKET_ROWS, always)) for i in range(0, always, BUCKET_ROWS)]
         buckets = [(always + a, always + b) for a, b in _bucket_bounds(ordered.names.slice(always))]
         schema = pa.schema([("ordinal", pa.int64()), ("basename", pa.string()), ("add", adds.type)])
-        # No column statistics: nothing reads them, and without them the footer a lookup parses is small.
-        # Page checksums: a page of the file that rotted is refused on reading, never read as other rows.
-        options = {"write_statistics": False, "write_page_checksum": True}
-        with self._io.parquet_writer(location, schema, **options) as writer:
-            # The adds are copied into index order a block of row groups at a time, not all at once.
-            for block in _blocks([*groups, *buckets]):
-                first, last = block[0][0], block[-1][1]
-                order = ordered.order.slice(first, last - first)
-                columns = [order, ordered.names.slice(first, last - first), adds.take(order)]
-                table = pa.table(columns, schema=schema)
-                for start, end in block:
-                    writer.write_table(table.slice(start - first, end - start), row_group_size=end - start)
+        # Statistics of the base names only: what checks each bucket's first name against the file, in a
+        # small footer (nothing reads the others). Page checksums: a page of the file that rotted is
+        # refused on reading, never read as other rows.
+        options = {"write_statistics": ["basename"], "write_page_checksum": True}
+        with self._io.open_output(location) as out:
+            sink = _HashingSink(out, VERIFY_BLOCK_BYTES)
+            with pq.ParquetWriter(sink, schema, **options) as writer:
+                _write_groups(writer, adds, ordered, [*groups, *buckets])
         rows = [end - start for start, end in [*groups, *buckets]]
-        return (len(groups), rows), [ordered.names[start].as_py() for start, _end in buckets]
+        bucket_first = [ordered.names[start].as_py() for start, _end in buckets]
+        return _Written(len(groups), rows, bucket_first, sink.adds_file())
 
     def remove_older(self, version: int) -> None:
-        """Delete this folder's indexes of checkpoints before `version` (the mirror's own files only: the
-        folders it named; their manifest first, so that a half-deleted index is never read)."""
+        """Delete this folder's indexes of checkpoints before `version`, and those found unusable by this
+        instance (the mirror's own files only: the folders it named; their manifest first, so that a
+        half-deleted index is never read)."""
         for folder in list(self._listed()):
             name = folder.rsplit("/", 1)[-1]
             digits = name[len(FOLDER_PREFIX) : len(FOLDER_PREFIX) + 20]
-            if not digits.isdigit() or int(digits) >= version:
-                continue
-            self._io.delete_quietly([f"{folder}/{MANIFEST}", f"{folder}/{ADDS}"])
-            self._io.delete_dir_quietly(folder)
-            self._folders = [f for f in self._listed() if f != folder]
+            if folder in self._rejected or (digits.isdigit() and int(digits) < version):
+                self._remove(folder)
+
+    def _remove(self, folder: str) -> None:
+        """Delete one of the mirror's index folders, its manifest first (a half-deleted index is never
+        read)."""
+        self._io.delete_quietly([f"{folder}/{MANIFEST}", f"{folder}/{ADDS}"])
+        self._io.delete_dir_quietly(folder)
+        self._folders = [f for f in self._listed() if f != folder]
+
+
+@dataclass(frozen=True)
+class _Written:
+    """What `_write_adds` wrote: the always-read row groups, rows per row group, each bucket's first base
+    name, and the adds file's hashes (None: no adds file)."""
+
+    always_groups: int
+    group_rows: list[int]
+    bucket_first: list[str]
+    adds_file: AddsFile | None
+
+
+# --- verifying ------------------------------------------------------------------------------------------
+
+
+def _digest(manifest: Mapping[str, Any]) -> str:
+    """SHA-256 of the manifest's canonical JSON (sorted keys, no spaces, ASCII), its digest left out."""
+    fields = {k: v for k, v in manifest.items() if k != "digest"}
+    canonical = json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def _sealed(manifest: Mapping[str, Any]) -> bytes:
+    """The manifest as written: its fields and their digest."""
+    return json.dumps({**manifest, "digest": _digest(manifest)}, sort_keys=True).encode()
+
+
+def _verified_manifest(content: bytes) -> dict[str, Any]:
+    """The manifest's fields, once its format is this one and its digest matches them."""
+    manifest = json.loads(content)
+    if not isinstance(manifest, dict):
+        raise IndexUnusable("its manifest is not a JSON object")
+    if manifest.get("format") != FORMAT or manifest.get("format_version") != FORMAT_VERSION:
+        found = manifest.get("format_version")
+        raise IndexUnusable(f"its manifest is of format version {found!r}, not {FORMAT_VERSION}")
+    if manifest.get("digest") != _digest(manifest):
+        raise IndexUnusable("its manifest's digest does not match its content")
+    return manifest
+
+
+def _index_of(folder: str, version: int, manifest: Mapping[str, Any]) -> CheckpointIndex:
+    """The index a verified manifest describes, its fields typed and consistent with one another."""
+    actions = manifest.get("actions")
+    if not isinstance(actions, list) or not all(isinstance(a, dict) and len(a) == 1 for a in actions):
+        raise IndexUnusable("its manifest's actions are not actions")
+    repeated = _strs(manifest.get("repeated"), "repeated base names")
+    if list(repeated) != sorted(set(repeated)):
+        raise IndexUnusable("its manifest's repeated base names are not sorted and distinct")
+    adds_file = manifest.get("adds_file")
+    index = CheckpointIndex(
+        folder=folder,
+        version=version,
+        actions=tuple(actions),
+        always_groups=_int(manifest.get("always_groups"), "always_groups"),
+        bucket_first=_strs(manifest.get("bucket_first"), "bucket first names"),
+        group_rows=tuple(_int(rows, "row count") for rows in _list(manifest.get("group_rows"), "group_rows")),
+        add_type=_str(manifest.get("add_type"), "add type"),
+        repeated=frozenset(repeated),
+        adds_file=None if adds_file is None else AddsFile.from_json(adds_file),
+    )
+    _check_shape(index)
+    return index
+
+
+def _check_shape(index: CheckpointIndex) -> None:
+    """The row groups as the build cuts them: the always-read ones, then one bucket per first name, in
+    strictly increasing order (a base name is never cut between two), none empty; an adds file (and an
+    add type) exactly when there are rows."""
+    groups = len(index.group_rows)
+    if not 0 <= index.always_groups <= groups or len(index.bucket_first) != groups - index.always_groups:
+        raise IndexUnusable("its manifest's row groups are not its always-read groups and buckets")
+    if any(rows <= 0 for rows in index.group_rows):
+        raise IndexUnusable("its manifest has an empty row group")
+    if any(a >= b for a, b in pairwise(index.bucket_first)):
+        raise IndexUnusable("its manifest's bucket first names are not in strictly increasing order")
+    if (index.adds_file is None) != (groups == 0) or (index.add_type == "") != (groups == 0):
+        raise IndexUnusable("its manifest's adds file does not match its row groups")
+
+
+def _verified_parquet(handle: pa.NativeFile, index: CheckpointIndex) -> pq.ParquetFile:
+    """The adds file as Parquet, read through its block hashes, its footer checked against the manifest."""
+    if index.adds_file is None:
+        raise IndexUnusable("its manifest has no adds file")
+    source = pa.PythonFile(_VerifiedFile(handle, index.adds_file), mode="r")
+    parquet = pq.ParquetFile(source, page_checksum_verification=True)
+    schema = parquet.schema_arrow
+    if (
+        tuple(schema.names) != _ADD_COLUMNS
+        or schema.field("ordinal").type != pa.int64()
+        or schema.field("basename").type != pa.string()
+        or str(schema.field("add").type) != index.add_type
+    ):
+        raise IndexUnusable("its adds file's columns are not the manifest's")
+    metadata = parquet.metadata
+    if tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)) != index.group_rows:
+        raise IndexUnusable("its adds file's row groups are not the manifest's")
+    _check_bucket_statistics(metadata, index)
+    return parquet
+
+
+def _check_bucket_statistics(metadata: pq.FileMetaData, index: CheckpointIndex) -> None:
+    """Each bucket's base names, by the footer's statistics: the smallest its first name, the largest
+    below the next bucket's (so `groups_of` finds every name's rows in the bucket it reads)."""
+    nexts: list[str | None] = [*index.bucket_first[1:], None]
+    for bucket, (first, following) in enumerate(zip(index.bucket_first, nexts, strict=False)):
+        column = metadata.row_group(index.always_groups + bucket).column(_BASENAME_COLUMN)
+        stats = column.statistics
+        if column.path_in_schema != "basename" or stats is None or not stats.has_min_max or stats.null_count:
+            raise IndexUnusable(f"its adds file has no base-name statistics for bucket {bucket}")
+        if stats.min != first or (following is not None and stats.max >= following):
+            raise IndexUnusable(f"bucket {bucket}'s base names are not within its manifest's bounds")
+
+
+def _check_rows(index: CheckpointIndex, groups: list[int], table: pa.Table) -> None:
+    """The rows read against the manifest: ordinals in range and unique, each base name its path's, the
+    always-read rows exactly the always admitted, each bucket's names within its bounds."""
+    ordinals = table.column("ordinal")
+    if len(table):
+        low, high = pc.min_max(ordinals).values()
+        if ordinals.null_count or low.as_py() < 0 or high.as_py() >= sum(index.group_rows):
+            raise IndexUnusable("its adds file's ordinals are out of range")
+        if pc.count_distinct(ordinals).as_py() != len(table):
+            raise IndexUnusable("its adds file lists an ordinal twice")
+    names = table.column("basename")
+    paths = pc.struct_field(table.column("add"), "path")
+    if not raw_basenames(paths).cast(names.type).equals(names):
+        raise IndexUnusable("its adds file's base names are not those of its paths")
+    always_rows = index.always_rows
+    admitted = always_admitted(paths)
+    always_ok = pc.all(admitted.slice(0, always_rows), min_count=0).as_py()
+    if not always_ok or pc.any(admitted.slice(always_rows), min_count=0).as_py():
+        raise IndexUnusable("its adds file's always-read rows are not those always admitted")
+    start = always_rows
+    for group in groups[index.always_groups :]:
+        rows = index.group_rows[group]
+        bucket = group - index.always_groups
+        low, high = (v.as_py() for v in pc.min_max(names.slice(start, rows)).values())
+        following = index.bucket_first[bucket + 1] if bucket + 1 < len(index.bucket_first) else None
+        if low != index.bucket_first[bucket] or (following is not None and high >= following):
+            raise IndexUnusable(f"bucket {bucket}'s rows are not within its manifest's bounds")
+        start += rows
+
+
+class _VerifiedFile:
+    """The adds file as the Parquet reader reads it (`read`, `seek`, `tell`), every byte handed out from a
+    block whose SHA-256 is the manifest's: a block that differs raises before any of it is used. Only the
+    blocks read are fetched, consecutive missing ones in one read."""
+
+    def __init__(self, handle: pa.NativeFile, adds_file: AddsFile) -> None:
+        if handle.size() != adds_file.size:
+            raise IndexUnusable(f"its adds file has {handle.size()} bytes, not {adds_file.size}")
+        self._handle = handle
+        self._file = adds_file
+        self._blocks: dict[int, bytes] = {}
+        self._position = 0
+        self.closed = False
+
+    def read(self, size: int = -1) -> bytes:
+        start, total = self._position, self._file.size
+        end = total if size is None or size < 0 else min(start + size, total)
+        if start >= end:
+            return b""
+        width = self._file.block_bytes
+        first, last = start // width, (end - 1) // width
+        self._load(first, last)
+        data = b"".join(self._blocks[i] for i in range(first, last + 1))
+        self._position = end
+        return data[start - first * width : end - first * width]
+
+    def _load(self, first: int, last: int) -> None:
+        missing = [i for i in range(first, last + 1) if i not in self._blocks]
+        if not missing:
+            return
+        width = self._file.block_bytes
+        low, high = missing[0], missing[-1]
+        span = self._handle.read_at(min((high + 1) * width, self._file.size) - low * width, low * width)
+        for block in range(low, high + 1):
+            data = span[(block - low) * width : (block - low + 1) * width]
+            if hashlib.sha256(data).hexdigest() != self._file.block_sha256[block]:
+                raise IndexUnusable(f"block {block} of its adds file is not the one written")
+            self._blocks[block] = bytes(data)
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self._position, 2: self._file.size}[whence]
+        self._position = base + offset
+        return self._position
+
+    def tell(self) -> int:
+        return self._position
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _HashingSink:
+    """An output stream that hashes what goes through it a block of `block_bytes` at a time (the
+    `AddsFile` of what was written)."""
+
+    def __init__(self, out: pa.NativeFile, block_bytes: int) -> None:
+        self._out = out
+        self._block_bytes = block_bytes
+        self._hasher = hashlib.sha256()
+        self._filled = 0  # bytes in the block being hashed
+        self._hashes: list[str] = []
+        self._size = 0
+        self.closed = False
+
+    def write(self, data: Any) -> int:
+        view = memoryview(data).cast("B")
+        self._out.write(view)
+        done = 0
+        while done < len(view):
+            take = min(len(view) - done, self._block_bytes - self._filled)
+            self._hasher.update(view[done : done + take])
+            self._filled += take
+            done += take
+            if self._filled == self._block_bytes:
+                self._hashes.append(self._hasher.hexdigest())
+                self._hasher, self._filled = hashlib.sha256(), 0
+        self._size += len(view)
+        return len(view)
+
+    def adds_file(self) -> AddsFile:
+        last = [self._hasher.hexdigest()] if self._filled else []
+        return AddsFile(self._size, self._block_bytes, (*self._hashes, *last))
+
+    def tell(self) -> int:
+        return self._size
+
+    def flush(self) -> None:
+        self._out.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _int(value: Any, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise IndexUnusable(f"its manifest's {what} is not an integer")
+    return value
+
+
+def _str(value: Any, what: str) -> str:
+    if not isinstance(value, str):
+        raise IndexUnusable(f"its manifest's {what} is not a string")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise IndexUnusable(f"its manifest's {what} is not a list")
+    return value
+
+
+def _strs(value: Any, what: str) -> tuple[str, ...]:
+    return tuple(_str(item, what) for item in _list(value, what))
+
+
+# --- writing --------------------------------------------------------------------------------------------
+
+
+def _write_groups(
+    writer: pq.ParquetWriter, adds: pa.ChunkedArray, ordered: _Ordered, groups: list[tuple[int, int]]
+) -> None:
+    """The row groups [start, end) of the adds in index order, copied a block of groups at a time (not all
+    at once)."""
+    for block in _blocks(groups):
+        first, last = block[0][0], block[-1][1]
+        order = ordered.order.slice(first, last - first)
+        columns = [order, ordered.names.slice(first, last - first), adds.take(order)]
+        table = pa.table(columns, schema=writer.schema)
+        for start, end in block:
+            writer.write_table(table.slice(start - first, end - start), row_group_size=end - start)
 
 
 def _blocks(groups: list[tuple[int, int]]) -> Iterator[list[tuple[int, int]]]:

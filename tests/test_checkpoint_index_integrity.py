@@ -1,0 +1,390 @@
+"""A cache can never change an answer: a checkpoint index altered in any one place (every field of its
+manifest, found by walking the written JSON, so that a field added later is covered too; one byte of its
+adds file) gives the same changes and refusals as a replay without it, with ONE warning line when the
+run notices, and the run's rebuild replaces it. Without Spark: 37-row tables written by hand
+(tests/helpers/delta_log.py), indexed in buckets of 4 rows and verified in blocks of 1 KiB, so that a
+lookup reads some buckets and some blocks, not all."""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import shutil
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from dv_assets.mirror.delta import checkpoint_index
+from dv_assets.mirror.delta.checkpoint_index import CheckpointIndexes
+from dv_assets.mirror.delta.log import DeltaLog
+from dv_assets.mirror.delta.replay import DeltaTable
+from tests.helpers.delta_log import (
+    Outcome,
+    add,
+    base_commit,
+    changes_outcome,
+    dv,
+    info,
+    remove,
+    write_checkpoint,
+    write_log,
+)
+
+LATEST = 3
+# The fields a resealed manifest (its digest recomputed) may not change unnoticed either: what the checks
+# after the digest's cover. Not `actions` (the checkpoint's protocol and metaData, kept as read) nor
+# `repeated`: only the digest guards those (checking them would read the whole checkpoint).
+RESEAL_UNCOVERED = ("actions", "repeated", "digest")
+
+
+@pytest.fixture(autouse=True)
+def small_buckets_and_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(checkpoint_index, "BUCKET_ROWS", 4)
+    monkeypatch.setattr(checkpoint_index, "VERIFY_BLOCK_BYTES", 1024)
+
+
+@pytest.fixture
+def index_answers(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each read of an index: whether it answered (a spy: the read still runs)."""
+    answers: list[bool] = []
+    read = CheckpointIndexes.read
+
+    def recorded(self: CheckpointIndexes, index, candidates):
+        actions = read(self, index, candidates)
+        answers.append(actions is not None)
+        return actions
+
+    monkeypatch.setattr(CheckpointIndexes, "read", recorded)
+    return answers
+
+
+# --- the tables -------------------------------------------------------------------------------------------
+
+
+def table_of_37(root: Path, kind: str, more: int = 0) -> Path:
+    """37 files (one escaped: always read), checkpointed at version 0 as `kind`; then a DELETE with a DV,
+    a file removed, and one added and one removed: versions 1..3 touch files of several buckets. With
+    "twice", the untouched `x.parquet` is listed twice in the checkpoint (refused through `repeated`);
+    with `more`, that many files more (`more-*.parquet`)."""
+    files = [add("x.parquet"), *(add(f"part-{i:02d}.parquet") for i in range(35)), add("a%2Db.parquet")]
+    files += [add(f"more-{i}.parquet") for i in range(more)]
+    write_log(root, [base_commit(*files)])
+    twice = kind == "twice"
+    write_checkpoint(root, 0, "classic" if twice else kind, random.Random(0), twice=twice)
+    commits = [
+        [info("DELETE"), remove("part-07.parquet"), add("part-07.parquet", dv("d", 2))],
+        [info("DELETE"), remove("part-20.parquet")],
+        [info("WRITE"), add("part-99.parquet"), remove("part-31.parquet")],
+    ]
+    return write_log(root, commits, first=1)
+
+
+def no_index_outcome(root: Path) -> Outcome:
+    """The answer without an index: the full replay's, which the restricted replay's must be."""
+    expected = changes_outcome(DeltaTable(root, restricted_replay=False), 1, LATEST)
+    assert changes_outcome(DeltaTable(root), 1, LATEST) == expected
+    return expected
+
+
+def pristine_index(root: Path, folder: Path) -> Path:
+    """The table's index, built as a run builds it; its folder."""
+    indexes = CheckpointIndexes(str(folder))
+    assert DeltaTable(root).index_checkpoint(indexes, LATEST) is not None
+    (built,) = folder.iterdir()
+    return built
+
+
+def outcome_with(root: Path, indexes: CheckpointIndexes) -> Outcome:
+    return changes_outcome(DeltaTable(root, checkpoint_indexes=indexes), 1, LATEST)
+
+
+# --- every one-field alteration of a JSON value ---------------------------------------------------------
+
+
+def one_char_changed(text: str) -> str:
+    """One bit of the middle character flipped (a string's one-character change)."""
+    if not text:
+        return "x"
+    middle = len(text) // 2
+    return text[:middle] + chr(ord(text[middle]) ^ 1) + text[middle + 1 :]
+
+
+def alterations(value: Any) -> Iterator[tuple[str, Any]]:
+    """(where, the whole value with that one place altered) for every place of a JSON value, recursively:
+    numbers +1, strings one character changed, booleans flipped, null made 0, lists with an element
+    dropped and one duplicated (an element added when empty), objects with a key dropped."""
+    if isinstance(value, bool):
+        yield "", not value
+    elif isinstance(value, int | float):
+        yield "", value + 1
+    elif isinstance(value, str):
+        yield "", one_char_changed(value)
+    elif value is None:
+        yield "", 0
+    elif isinstance(value, list):
+        yield from _list_alterations(value)
+    else:
+        assert isinstance(value, dict)
+        for key, item in value.items():
+            yield f".{key} dropped", {k: v for k, v in value.items() if k != key}
+            for where, altered in alterations(item):
+                yield f".{key}{where}", {**value, key: altered}
+
+
+def _list_alterations(value: list[Any]) -> Iterator[tuple[str, Any]]:
+    if not value:
+        yield "[] + 'x'", ["x"]
+        return
+    yield "[-1] dropped", value[:-1]
+    yield "[0] twice", [value[0], *value]
+    for position, item in enumerate(value):
+        for where, altered in alterations(item):
+            yield f"[{position}]{where}", [*value[:position], altered, *value[position + 1 :]]
+
+
+def test_alterations_reach_every_leaf() -> None:
+    """The walk alters every leaf of a nested value, whatever its name (so a field added later is too)."""
+    value = {"a": [1, {"b": "xyz", "c": None}], "d": True, "e": []}
+    where = {w for w, _altered in alterations(value)}
+    assert {".a[0]", ".a[1].b", ".a[1].c", ".d", ".e[] + 'x'", ".a[1].b dropped"} <= where
+    assert all(altered != value for _w, altered in alterations(value))
+
+
+# --- the manifest ---------------------------------------------------------------------------------------
+
+
+def check_each(
+    root: Path,
+    pristine: Path,
+    tmp_path: Path,
+    cases: list[tuple[str, Callable[[Path], None]]],
+    caplog: pytest.LogCaptureFixture,
+) -> list[str]:
+    """Each case applied to a copy of the pristine index: the outcome must be the no-index one, with at
+    most one warning line. The cases whose outcome or warnings differ."""
+    expected = no_index_outcome(root)
+    failures: list[str] = []
+    for number, (label, damage) in enumerate(cases):
+        folder = tmp_path / f"case-{number}"
+        shutil.copytree(pristine, folder / pristine.name)
+        damage(folder / pristine.name)
+        caplog.clear()
+        with caplog.at_level(logging.WARNING, logger=checkpoint_index.__name__):
+            outcome = outcome_with(root, CheckpointIndexes(str(folder)))
+        warnings = [r for r in caplog.records if r.name == checkpoint_index.__name__]
+        if outcome != expected:
+            failures.append(f"{label}: another outcome")
+        if len(warnings) > 1:
+            failures.append(f"{label}: {len(warnings)} warning lines")
+        shutil.rmtree(folder)
+    return failures
+
+
+def manifest_cases(pristine: Path, *, reseal: bool) -> list[tuple[str, Callable[[Path], None]]]:
+    """One case per alteration of the written manifest (resealed: its digest recomputed after it)."""
+    manifest = json.loads((pristine / checkpoint_index.MANIFEST).read_text())
+    cases: list[tuple[str, Callable[[Path], None]]] = []
+    for where, altered in alterations(manifest):
+        if reseal and where.lstrip(".").startswith(RESEAL_UNCOVERED):
+            continue
+        content = checkpoint_index._sealed(altered) if reseal else json.dumps(altered).encode()
+        cases.append((where, lambda folder, content=content: _write_manifest(folder, content)))
+    return cases
+
+
+def _write_manifest(folder: Path, content: bytes) -> None:
+    (folder / checkpoint_index.MANIFEST).write_bytes(content)
+
+
+@pytest.mark.parametrize("kind", ["classic", "v2", "twice"])
+def test_every_manifest_field_altered(tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Each one-field alteration of the manifest (the digest itself too): found by its digest, so the
+    index is not used (one warning), and the answer is the no-index one."""
+    root = table_of_37(tmp_path / "table", kind)
+    pristine = pristine_index(root, tmp_path / "pristine")
+    cases = manifest_cases(pristine, reseal=False)
+    assert len(cases) > 100
+    assert check_each(root, pristine, tmp_path / "cases", cases, caplog) == []
+
+
+@pytest.mark.parametrize("kind", ["classic", "twice"])
+def test_every_manifest_field_altered_and_resealed(
+    tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Defence in depth: the same alterations with the digest recomputed (a manifest written wrong, not
+    rotted) of every field but the copies only the digest guards: the cross-checks against the adds file
+    and the log find them, or they change nothing."""
+    root = table_of_37(tmp_path / "table", kind)
+    pristine = pristine_index(root, tmp_path / "pristine")
+    cases = manifest_cases(pristine, reseal=True)
+    assert len(cases) > 50
+    assert check_each(root, pristine, tmp_path / "cases", cases, caplog) == []
+
+
+def test_the_outside_suites_cases_are_not_trusted(tmp_path: Path, index_answers: list[bool]) -> None:
+    """The reported ones: always_groups 0 -> 1, a bucket's first name, a bit of metaData.id or of a reader
+    feature; each index is found unusable before it is read, and the answer is the no-index one."""
+    root = table_of_37(tmp_path / "table", "classic")
+    pristine = pristine_index(root, tmp_path / "pristine")
+    expected = no_index_outcome(root)
+    manifest = json.loads((pristine / checkpoint_index.MANIFEST).read_text())
+    assert manifest["always_groups"] == 1  # `a%2Db.parquet`
+    (protocol,) = [a["protocol"] for a in manifest["actions"] if "protocol" in a]
+    (metadata,) = [a["metaData"] for a in manifest["actions"] if "metaData" in a]
+    edits: list[Callable[[dict[str, Any]], None]] = [
+        lambda m: m.update(always_groups=m["always_groups"] + 1),
+        lambda m: m["bucket_first"].__setitem__(2, one_char_changed(m["bucket_first"][2])),
+        lambda _m: metadata.update(id=one_char_changed(metadata["id"])),
+        lambda _m: protocol["readerFeatures"].__setitem__(0, one_char_changed(protocol["readerFeatures"][0])),
+    ]
+    for number, edit in enumerate(edits):
+        altered = json.loads(json.dumps(manifest))
+        protocol = next(a["protocol"] for a in altered["actions"] if "protocol" in a)
+        metadata = next(a["metaData"] for a in altered["actions"] if "metaData" in a)
+        edit(altered)
+        folder = tmp_path / f"case-{number}"
+        shutil.copytree(pristine, folder / pristine.name)
+        _write_manifest(folder / pristine.name, json.dumps(altered).encode())
+        index_answers.clear()
+        assert outcome_with(root, CheckpointIndexes(str(folder))) == expected
+        assert index_answers == []  # never read
+
+
+def test_an_old_format_index_is_replaced(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """An index of format version 1 (no digest) is not used, and replaced by the run's rebuild."""
+    root = table_of_37(tmp_path / "table", "classic")
+    pristine = pristine_index(root, tmp_path / "index")
+    manifest = json.loads((pristine / checkpoint_index.MANIFEST).read_text())
+    del manifest["digest"], manifest["adds_file"]
+    _write_manifest(pristine, json.dumps(manifest | {"format_version": 1}).encode())
+    with caplog.at_level(logging.WARNING, logger=checkpoint_index.__name__):
+        assert_one_warning_then_rebuilt(root, tmp_path / "index", pristine, caplog)
+
+
+# --- the adds file --------------------------------------------------------------------------------------
+
+
+def flipped_byte(offset: int) -> Callable[[Path], None]:
+    def damage(folder: Path) -> None:
+        adds = folder / checkpoint_index.ADDS
+        content = bytearray(adds.read_bytes())
+        content[offset] ^= 0x01
+        adds.write_bytes(bytes(content))
+
+    return damage
+
+
+@pytest.mark.parametrize("kind", ["classic", "twice"])
+def test_one_byte_of_the_adds_file_flipped(
+    tmp_path: Path, kind: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """One bit flipped in each verified block (its middle byte), in its first and its last byte: the same
+    answer, whether the lookup reads that block (the index is then not used) or not (then it answers)."""
+    root = table_of_37(tmp_path / "table", kind)
+    pristine = pristine_index(root, tmp_path / "pristine")
+    size = (pristine / checkpoint_index.ADDS).stat().st_size
+    block = checkpoint_index.VERIFY_BLOCK_BYTES
+    offsets = sorted({0, size - 1, *range(block // 2, size, block)})
+    assert len(offsets) > 5
+    cases = [(f"byte {offset} of {size}", flipped_byte(offset)) for offset in offsets]
+    assert check_each(root, pristine, tmp_path / "cases", cases, caplog) == []
+
+
+def test_a_block_no_lookup_reads_does_not_stop_the_index(
+    tmp_path: Path, index_answers: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only the blocks a lookup reads are verified: a flipped byte elsewhere leaves the index answering
+    (rightly: none of its bytes is used). Some flipped byte must be one (the index is not read whole):
+    600 files more, so that the adds file is larger than the Parquet reader's first read of its end
+    (64 KiB), in blocks of 8 KiB."""
+    monkeypatch.setattr(checkpoint_index, "VERIFY_BLOCK_BYTES", 8192)
+    root = table_of_37(tmp_path / "table", "classic", more=600)
+    pristine = pristine_index(root, tmp_path / "pristine")
+    expected = no_index_outcome(root)
+    size = (pristine / checkpoint_index.ADDS).stat().st_size
+    answered = []
+    for offset in range(checkpoint_index.VERIFY_BLOCK_BYTES // 2, size, checkpoint_index.VERIFY_BLOCK_BYTES):
+        folder = tmp_path / f"case-{offset}"
+        shutil.copytree(pristine, folder / pristine.name)
+        flipped_byte(offset)(folder / pristine.name)
+        index_answers.clear()
+        assert outcome_with(root, CheckpointIndexes(str(folder))) == expected
+        answered.append(bool(index_answers) and all(index_answers))
+    assert any(answered) and not all(answered)
+
+
+# --- one warning, then rebuilt ---------------------------------------------------------------------------
+
+
+def assert_one_warning_then_rebuilt(
+    root: Path, index_dir: Path, damaged: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run (the changes, then `index_checkpoint` on the same instance, as sync_table does) answers as
+    without an index, logs one warning naming the damaged index, writes a new one and removes it; the
+    next run uses the new index without a warning."""
+    expected = no_index_outcome(root)
+    caplog.clear()
+    indexes = CheckpointIndexes(str(index_dir))
+    table = DeltaTable(root, checkpoint_indexes=indexes)
+    assert changes_outcome(table, 1, LATEST) == expected
+    assert table.index_checkpoint(indexes, LATEST) is not None
+    warnings = [r.getMessage() for r in caplog.records if r.name == checkpoint_index.__name__]
+    assert len(warnings) == 1 and damaged.name in warnings[0], warnings
+    (rebuilt,) = index_dir.iterdir()
+    assert rebuilt.name != damaged.name
+    caplog.clear()
+    next_run = CheckpointIndexes(str(index_dir))
+    assert next_run.find(DeltaLog(str(root)), *_checkpoint_and_infos(root)) is not None
+    assert changes_outcome(DeltaTable(root, checkpoint_indexes=next_run), 1, LATEST) == expected
+    assert [r for r in caplog.records if r.name == checkpoint_index.__name__] == []
+
+
+def _checkpoint_and_infos(root: Path) -> tuple[Any, Any]:
+    listing = DeltaLog(str(root)).list()
+    return listing.checkpoints[0][0], listing.infos
+
+
+@pytest.mark.parametrize(
+    "damage",
+    ["manifest field", "manifest not an object", "adds byte", "adds truncated", "adds missing"],
+)
+def test_a_damaged_index_warns_once_and_is_rebuilt(
+    tmp_path: Path, damage: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    root = table_of_37(tmp_path / "table", "classic")
+    pristine = pristine_index(root, tmp_path / "index")
+    manifest, adds = pristine / checkpoint_index.MANIFEST, pristine / checkpoint_index.ADDS
+    if damage == "manifest field":
+        manifest.write_text(json.dumps(json.loads(manifest.read_text()) | {"always_groups": 0}))
+    elif damage == "manifest not an object":
+        manifest.write_text("[]")
+    elif damage == "adds byte":
+        flipped_byte(adds.stat().st_size - 10)(pristine)  # in the footer: every lookup reads it
+    elif damage == "adds truncated":
+        adds.write_bytes(adds.read_bytes()[:-1])
+    else:
+        adds.unlink()
+    with caplog.at_level(logging.WARNING, logger=checkpoint_index.__name__):
+        assert_one_warning_then_rebuilt(root, tmp_path / "index", pristine, caplog)
+
+
+def test_an_index_a_lookup_would_refuse_is_not_left_behind(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A base name of over 4 KiB has no Parquet statistics, so a lookup could not check its bucket: the
+    build finds so once (one warning), removes the folder, and the run answers without an index."""
+    root = tmp_path / "table"
+    long_name = "n" * 5000 + ".parquet"
+    write_log(root, [base_commit(*(add(f"part-{i:02d}.parquet") for i in range(8)), add(long_name))])
+    write_checkpoint(root, 0, "classic", random.Random(0))
+    write_log(root, [[info("DELETE"), remove("part-03.parquet")]], first=1)
+    indexes = CheckpointIndexes(str(tmp_path / "index"))
+    with caplog.at_level(logging.WARNING, logger=checkpoint_index.__name__):
+        assert DeltaTable(root).index_checkpoint(indexes, 1) is None
+    assert len([r for r in caplog.records if r.name == checkpoint_index.__name__]) == 1
+    assert list((tmp_path / "index").iterdir()) == []
+    expected = changes_outcome(DeltaTable(root, restricted_replay=False), 1, 1)
+    assert changes_outcome(DeltaTable(root, checkpoint_indexes=indexes), 1, 1) == expected
