@@ -47,6 +47,9 @@ def current_state_metadata(status: MirrorStatus) -> dict[str, dg.MetadataValue]:
         # v3: one delete-file entry per DV; v2: Parquet position-delete files.
         name = "live_dvs" if status.format_version == 3 else "live_delete_files"
         metadata[name] = dg.MetadataValue.int(status.live_delete_files)
+    if status.first_readable_version is not None:
+        # The mirror starts there: its earlier versions are no longer readable in Delta (log or VACUUM).
+        metadata["first_readable_delta_version"] = dg.MetadataValue.int(status.first_readable_version)
     if status.metadata_location is not None:
         metadata["metadata_location"] = dg.MetadataValue.path(status.metadata_location)
     return metadata | lag_metadata(status)

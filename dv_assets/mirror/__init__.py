@@ -58,6 +58,7 @@ _EXPORTS = {
     "expire_and_reclaim": "dv_assets.mirror.iceberg.maintenance",
     "MirrorStatus": "dv_assets.mirror.status",
     "mirror_status": "dv_assets.mirror.status",
+    "first_readable_version": "dv_assets.mirror.status",
     "DvFindings": "dv_assets.mirror.verify",
     "dv_findings": "dv_assets.mirror.verify",
     "SnapshotFiles": "dv_assets.mirror.verify",

@@ -245,7 +245,10 @@ def _up_to_date(
 def _report(args: argparse.Namespace, result: SyncResult) -> int:
     if args.json:
         print(json.dumps({"ok": True, **result.to_json()}, indent=2))
-    elif not result.versions:
+        return 0
+    if result.start_note is not None:  # the versions before the first mirrored one: why not mirrored
+        print(result.start_note)
+    if not result.versions:
         print(f"{args.table} is up to date with {args.delta_table} at version {result.latest_delta_version}")
     return 0
 

@@ -134,6 +134,10 @@ def status_text(status: MirrorStatus) -> str:
         ("live data files", _or_none(status.live_data_files)),
         (deletes, _or_none(status.live_delete_files)),
     ]
+    if status.first_readable_version is not None:
+        first = status.first_readable_version
+        before = "version 0 is" if first == 1 else f"versions 0..{first - 1} are"
+        rows.append(("first readable version", f"{first} ({before} no longer readable in Delta)"))
     width = max(len(label) for label, _ in rows) + 1
     return "\n".join([status.iceberg_table, *(f"  {label + ':':<{width}} {value}" for label, value in rows)])
 

@@ -91,6 +91,8 @@ class FollowResult:
     mirrored_version: int | None  # the last Delta version the mirror shows when the loop stopped
     mirrored_versions: list[int] = field(default_factory=list)  # committed by this loop, in order
     retries: int = 0  # transient errors and lost races retried
+    # The first pass's line when it made the mirror from a version after 0 (`SyncResult.start_note`).
+    start_note: str | None = None
 
 
 @dataclass
@@ -242,6 +244,7 @@ def follow_table(
                     if not synced.versions:
                         result.mirrored_version = synced.previously_mirrored
                     break
+                result.start_note = result.start_note or synced.start_note
                 # Not stopped: the pass went up to the latest version its listing showed.
                 result.mirrored_version = synced.latest_delta_version
                 last_commit = watch.last_commit(result.mirrored_version)

@@ -40,6 +40,7 @@ from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_TABLE_ID_PROPERTY,
     DELTA_TABLE_PROPERTY,
     DELTA_TIMESTAMP_SUMMARY,
+    FIRST_READABLE_VERSION_PROPERTY,
     NAME_MAPPING_PROPERTY,
     SAFETY_PROPERTIES,
     URI_LOCATIONS_PROPERTY,
@@ -87,11 +88,21 @@ class MirrorState:
     # The name mapping lacks a physical-only column or a field id of the table's history: the next commit
     # rewrites it.
     stale_mapping: bool = False
+    # No table yet, and the versions before this one are not readable in Delta: the new table records it.
+    first_readable_version: int | None = None
 
     @classmethod
-    def new(cls, delta_root: str, location: str, format_version: int) -> MirrorState:
-        """No table yet: the first version mirrored creates it at `location` (named by its URI)."""
-        return cls(delta_root, iceberg_location(location), format_version)
+    def new(
+        cls, delta_root: str, location: str, format_version: int, first_readable_version: int | None = None
+    ) -> MirrorState:
+        """No table yet: the first version mirrored creates it at `location` (named by its URI); when
+        `first_readable_version` is given, the versions before it are no longer readable in Delta."""
+        return cls(
+            delta_root,
+            iceberg_location(location),
+            format_version,
+            first_readable_version=first_readable_version,
+        )
 
     @classmethod
     def of(
@@ -168,6 +179,7 @@ class MirrorState:
             partition_columns=partition_columns,
             pending_properties={},
             stale_mapping=False,
+            first_readable_version=None,
         )
 
     def data_file_path(self, location: str) -> str:
@@ -283,7 +295,7 @@ def plan_version(
     metadata = change.metadata
     new_table = None
     if not state.exists:
-        new_table = _new_table(metadata, state.delta_root, state.format_version)
+        new_table = _new_table(metadata, state.delta_root, state.format_version, state.first_readable_version)
     elif change.metadata_changed:
         _check_partitioning_unchanged(metadata, state.partition_columns)
     if new_table is not None or change.metadata_changed:
@@ -372,7 +384,7 @@ def _delete_job(
     )
 
 
-def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
+def _new_table(metadata: Metadata, delta_root: str, fmt: int, first_readable: int | None = None) -> NewTable:
     mode = metadata.column_mapping_mode
     schema = iceberg_schema.to_iceberg_schema(metadata.schema, mode)
     iceberg_schema.check_format_version(schema, fmt)
@@ -388,6 +400,7 @@ def _new_table(metadata: Metadata, delta_root: str, fmt: int) -> NewTable:
             URI_LOCATIONS_PROPERTY: "true",
             **iceberg_metrics.MIRROR_TABLE_PROPERTIES,
             NAME_MAPPING_PROPERTY: json.dumps(_name_mapping(schema, metadata)),
+            **({} if first_readable is None else {FIRST_READABLE_VERSION_PROPERTY: str(first_readable)}),
         },
     )
 

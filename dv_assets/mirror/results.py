@@ -36,6 +36,11 @@ class SyncResult:
     previously_mirrored: int | None
     latest_delta_version: int
     versions: list[VersionResult] = field(default_factory=list)
+    # A first sync that started after version 0: the first version Delta can still read, and the one line
+    # saying why the versions before it are not mirrored (None: the sync started at version 0, or continued
+    # a mirror).
+    first_readable_version: int | None = None
+    start_note: str | None = None
 
     @property
     def mirrored_versions(self) -> list[int]:

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.iceberg.mirror_table import MirrorTable
+from dv_assets.mirror.iceberg.mirror_table import FIRST_READABLE_VERSION_PROPERTY, MirrorTable
 
 
 @dataclass(frozen=True)
@@ -30,6 +30,9 @@ class MirrorStatus:
     live_rows: int | None  # from the current mirrored snapshot's summary
     live_data_files: int | None
     live_delete_files: int | None  # v3: the live DVs (one delete-file entry each)
+    # The first Delta version the mirror could start at (its versions before are no longer readable in
+    # Delta); None: the mirror started at version 0, or records none.
+    first_readable_version: int | None = None
 
     @property
     def up_to_date(self) -> bool:
@@ -82,4 +85,12 @@ def mirror_status(
         live_rows=None if totals is None else totals.live_rows,
         live_data_files=None if totals is None else totals.data_files,
         live_delete_files=None if totals is None else totals.delete_files,
+        first_readable_version=None if mirror is None else first_readable_version(mirror),
     )
+
+
+def first_readable_version(mirror: MirrorTable) -> int | None:
+    """The first Delta version the mirror's first sync could read, as the table records it (None: none,
+    or not a number)."""
+    value = mirror.properties.get(FIRST_READABLE_VERSION_PROPERTY)
+    return int(value) if value is not None and value.isdigit() else None

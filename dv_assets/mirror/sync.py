@@ -16,6 +16,7 @@ Words: to *sync* is the act (the CLI's `dvmirror sync`); the *mirror* is the Ice
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -26,7 +27,12 @@ from pyspark.sql import SparkSession
 
 from dv_assets.mirror.delta.actions import AddFile
 from dv_assets.mirror.delta.checkpoint_index import CheckpointIndexes
-from dv_assets.mirror.delta.data_files import check_data_files_present, record_count
+from dv_assets.mirror.delta.data_files import (
+    ReadableStart,
+    check_data_files_present,
+    first_readable_version,
+    record_count,
+)
 from dv_assets.mirror.delta.paths import PathPolicy, table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable, VersionChange
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorConflictError, MirrorInputError
@@ -51,6 +57,8 @@ DEFAULT_FORMAT_VERSION = 3
 # A v2 mirror writes one row per deleted position: a DV claiming more than this many is checked against
 # the data file's own row count (its Parquet footer), not only against stats that may over-state it.
 LARGE_DV_POSITIONS = 1 << 20
+
+log = logging.getLogger(__name__)
 
 
 def sync_table(
@@ -88,17 +96,22 @@ def sync_table(
     latest = delta.latest_version()
     target = latest if until_version is None else min(until_version, latest)
     state, last_mirrored, start = _starting_point(
-        iceberg, delta, table_name, table, format_version, latest, target
+        iceberg, delta, table_name, table, format_version, latest, target, io, paths
     )
     result = SyncResult(delta_root, table_name, state.format_version, last_mirrored, latest)
     if start > target:
         return result
+    if state.first_readable_version is not None:
+        result.first_readable_version = start
+        result.start_note = start_note(start, delta.oldest_version())
+        log.info("%s: %s", table_name, result.start_note)
 
     _mirror_versions(
         spark,
         iceberg,
         io,
-        delta.changes(start, target),
+        # A new mirror's first snapshot is the whole state of its first version, wherever that is.
+        delta.changes(start, target, whole_first=table is None),
         state,
         result,
         paths=paths,
@@ -220,15 +233,19 @@ def _starting_point(
     format_version: int | None,
     latest: int,
     target: int,
+    io: FileIO,
+    paths: PathPolicy,
 ) -> tuple[MirrorState, int | None, int]:
     """The mirror's state before the run, the Delta version it shows (None: none yet) and the first
-    version to mirror, once the Iceberg table (if any) is known to be the Delta table's mirror."""
+    version to mirror, once the Iceberg table (if any) is known to be the Delta table's mirror. A first
+    sync starts at the first version Delta can read (`_first_version`)."""
     delta_root = delta.table_root
     if table is None:
-        start = delta.oldest_version()
         fmt = format_version or DEFAULT_FORMAT_VERSION
-        state = MirrorState.new(delta_root, iceberg.default_location(table_name), fmt)
-        check_apart(state.location, delta_root, table_name)
+        location = iceberg.default_location(table_name)
+        check_apart(MirrorState.new(delta_root, location, fmt).location, delta_root, table_name)
+        start = _first_version(delta, latest, target, io, paths)
+        state = MirrorState.new(delta_root, location, fmt, start if 0 < start <= target else None)
         return state, None, start
     last_mirrored, start = mirror_position(delta, table, format_version, latest, target)
     # The current delete files are read only when there is a version to mirror, and so are the data files
@@ -246,6 +263,37 @@ def _starting_point(
             recorded_paths = iceberg.data_files_not_named_by_uri(table_name, table.current_snapshot_id)
     state = MirrorState.of(table, delta_root, deletes, recorded_paths)
     return state, last_mirrored, start
+
+
+def _first_version(delta: DeltaTable, latest: int, target: int, io: FileIO, paths: PathPolicy) -> int:
+    """A new mirror's first version: the first one from the oldest the log holds whose every live data
+    file and DV file is still there (`first_readable_version`); the oldest itself when it is past
+    `target` (nothing to mirror). Refuses when no version up to `target` is readable."""
+    oldest = delta.oldest_version()
+    if oldest > target:
+        return oldest
+    readable: ReadableStart = first_readable_version(delta, oldest, target, io, paths)
+    if readable.version is not None:
+        return readable.version
+    later = f"; a version after {target} may be: sync up to a later one" if target < latest else ""
+    raise MirrorInputError(
+        f"no Delta version from {oldest} (the oldest the log holds) to {target} is readable: each needs a "
+        f"data or DV file that no longer exists (removed by VACUUM?), version {readable.unreadable} this "
+        f"one; nothing was mirrored{later}",
+        table=delta.table_root,
+        version=readable.unreadable,
+        file=readable.missing,
+    )
+
+
+def start_note(first: int, oldest: int) -> str:
+    """The one line of a first sync that starts at version `first` > 0, the log's oldest being `oldest`."""
+    if first == 1:
+        versions, their = "version 0 is", "its"
+    else:
+        versions, their = f"versions 0..{first - 1} are", "their"
+    why = f"{their} data files were removed" if first > oldest else f"the log no longer holds {their} commits"
+    return f"mirrored from Delta version {first}: {versions} no longer readable in Delta ({why})"
 
 
 def _row_counts(change: VersionChange, fmt: int, paths: PathPolicy, io: FileIO) -> dict[str, int]:

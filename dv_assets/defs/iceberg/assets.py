@@ -45,6 +45,7 @@ from dv_assets.mirror import (
     MirrorTable,
     Snapshot,
     VersionResult,
+    first_readable_version,
     mirror_status,
     read_mirror_table,
     sync_table,
@@ -227,10 +228,16 @@ def build_iceberg_mirror_asset(
         iceberg = IcebergJava(session)
         mirror = iceberg.load(table)
         last = None if mirror is None else mirror.last_mirrored_version
+        # The mirror starts at its first readable version: the ones before are not readable in Delta.
+        first_readable = None if mirror is None else first_readable_version(mirror)
         existing: dict[int, Snapshot] = {}
         if mirror is not None:
             existing = {v: s for v in versions if (s := mirror.snapshot_for_version(v)) is not None}
-        expired = [v for v in versions if v not in existing and last is not None and v <= last]
+        expired = [
+            v
+            for v in versions
+            if v not in existing and last is not None and v <= last and v >= (first_readable or 0)
+        ]
         if expired:
             raise dg.Failure(
                 description=f"{table} is at Delta version {last}; version(s) {_versions_text(expired)} were "
@@ -254,7 +261,7 @@ def build_iceberg_mirror_asset(
         latest = None
         if last is None or newest > last:
             try:
-                latest = sync_table(
+                synced = sync_table(
                     session,
                     source.delta_path,
                     table,
@@ -264,7 +271,11 @@ def build_iceberg_mirror_asset(
                     executors=spark.settings.executors,
                     iceberg=iceberg,
                     on_version=on_version,
-                ).latest_delta_version
+                )
+                latest = synced.latest_delta_version
+                if synced.start_note is not None:
+                    context.log.info(f"{table}: {synced.start_note}")
+                    first_readable = synced.first_readable_version
             except Exception as err:
                 yield from recorded_before_failure(context, spark, mirrored)
                 if isinstance(err, MirrorConflictError):
@@ -278,7 +289,13 @@ def build_iceberg_mirror_asset(
                     ) from None
                 raise
         by_version = {r.delta_version: r for r in mirrored}
-        absent = [v for v in versions if v not in by_version and v not in existing]
+        unreadable = [v for v in versions if first_readable is not None and v < first_readable]
+        if unreadable:
+            context.log.info(
+                f"Delta version(s) {_versions_text(unreadable)} not mirrored: {table} starts at Delta "
+                f"version {first_readable}, the versions before it are no longer readable in Delta"
+            )
+        absent = [v for v in versions if v not in by_version and v not in existing and v not in unreadable]
         if absent:
             yield from recorded_before_failure(context, spark, mirrored)
             raise dg.Failure(

@@ -2,13 +2,20 @@
 
 The log usually knows both (stats' numRecords, add.size); storage is asked only to confirm what the
 mirror is about to reference, one metadata call per version for the files it adds.
+
+`first_readable_version`: where a new mirror can start, the first version whose every live data file
+and DV file is still there (VACUUM removes the files only versions older than its retention need).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from dv_assets.mirror.delta.actions import AddFile
+from dv_assets.mirror.delta.paths import PathPolicy
+from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.dv.reader import resolve_dv_location
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.io import FileIO
 
@@ -44,3 +51,70 @@ def _check_present(files: list[AddFile], sizes: list[int | None]) -> None:
             raise MirrorInputError(
                 f"the data file is {size} bytes, the log's add.size says {add.size}", file=add.location
             )
+
+
+@dataclass(frozen=True)
+class ReadableStart:
+    """Where a new mirror of versions [checked from, to] can start: `version`, the first of them whose
+    every live data file and DV file is present (None: none is); `unreadable`, the newest version before
+    it (or, when none is readable, the last one checked) found unreadable, with `missing`, one file of it
+    that is gone (None, None: the first version checked was readable)."""
+
+    version: int | None
+    unreadable: int | None = None
+    missing: str | None = None
+
+
+def first_readable_version(
+    delta: DeltaTable, start: int, end: int, io: FileIO, paths: PathPolicy
+) -> ReadableStart:
+    """The first version in [start, end] Delta can read: every data file live at it, and every DV file
+    those carry, present. Walks forward from `start` over the log (no stats text), statting the files
+    live at `start` once, then at each later version only the files it makes live or gives another DV:
+    a version is readable when no file of it is gone, and a gone file stops counting once a version
+    removes it (or replaces its DV). A file present at another size than the log says counts as present:
+    the sync refuses it by name when it mirrors that version. Every location is checked against `paths`
+    before it is statted (MirrorInputError naming the version: outside the allowed roots)."""
+    missing: dict[str, str] = {}  # live data file → a file it needs that is gone (itself, or its DV file)
+    last: tuple[int | None, str | None] = (None, None)
+    for version, files, gone in delta.live_files(start, end):
+        for location in gone:
+            missing.pop(location, None)
+        for add in files:
+            missing.pop(add.location, None)
+        try:
+            missing.update(_gone_files(files, delta.table_root, io, paths))
+        except MirrorInputError as err:
+            raise err.at(table=delta.table_root, version=version) from None
+        if not missing:
+            return ReadableStart(version, *last)
+        last = (version, next(iter(missing.values())))
+    return ReadableStart(None, *last)
+
+
+def _gone_files(files: Sequence[AddFile], table_root: str, io: FileIO, paths: PathPolicy) -> dict[str, str]:
+    """Of `files`, those whose data file or DV file does not exist: data file → the file that is gone."""
+    gone: dict[str, str] = {}
+    dv_files: dict[str, list[str]] = {}  # DV file → the data files whose DV it holds
+    for add in files:
+        paths.check(add.location, what="data file")
+        dv = add.deletion_vector
+        if dv is not None:
+            location = resolve_dv_location(table_root, dv.storage_type, dv.path_or_inline_dv)
+            if location is not None:
+                dv_files.setdefault(location, []).append(add.location)
+    for location in dv_files:
+        paths.check(location, what="deletion vector file")
+    for first in range(0, len(files), STAT_CHUNK):
+        chunk = files[first : first + STAT_CHUNK]
+        sizes = io.file_sizes([add.location for add in chunk])
+        gone.update(
+            (add.location, add.location) for add, size in zip(chunk, sizes, strict=True) if size is None
+        )
+    names = list(dv_files)
+    for first in range(0, len(names), STAT_CHUNK):
+        chunk = names[first : first + STAT_CHUNK]
+        for location, size in zip(chunk, io.file_sizes(chunk), strict=True):
+            if size is None:
+                gone.update(dict.fromkeys((f for f in dv_files[location] if f not in gone), location))
+    return gone

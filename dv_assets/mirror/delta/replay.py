@@ -220,8 +220,24 @@ class DeltaTable:
         replay = self._replay_to(listing, version, ValuePool(), keep_stats=with_stats)
         return self._table_state(replay)
 
-    def changes(self, start: int, end: int) -> Iterator[VersionChange]:
-        """One VersionChange per version in [start, end], from a single replay over the range."""
+    def live_files(self, start: int, end: int) -> Iterator[tuple[int, list[AddFile], list[str]]]:
+        """Per version in [start, end], what a reader of it needs present, as it changes: (version, files,
+        gone). At `start` every file live there; at each later version the files that became live or got
+        another DV; `gone`, the locations no longer live. Without stats text, and without protocol
+        checks: the files only, to find the first version whose files are all still there."""
+        listing = self._list()
+        pool = ValuePool()
+        replay = self._replay_to(listing, start, pool, keep_stats=False)
+        yield start, list(replay.files.values()), []
+        for version in range(start + 1, end + 1):
+            commit = self._read_commit(listing, version, pool, keep_stats=False)
+            added, removed, dv_changed = self._apply_commit(replay.files, commit, version)
+            yield version, [*added, *(after for _, after in dv_changed)], [r.location for r in removed]
+
+    def changes(self, start: int, end: int, *, whole_first: bool = False) -> Iterator[VersionChange]:
+        """One VersionChange per version in [start, end], from a single replay over the range. With
+        `whole_first`, the first one is the whole state at `start`, added to nothing (what a new mirror
+        starting there needs), as it always is when `start` is the oldest version the log holds."""
         listing = self._list()
         latest, oldest = max(listing.versions), _oldest_version(listing, self.table_root)
         if not oldest <= start <= end <= latest:
@@ -230,21 +246,21 @@ class DeltaTable:
                 table=self.table_root,
                 version=start if start < oldest or start > latest else end,
             )
-        if self.restricted_replay and start > 0 and start != oldest:
+        if self.restricted_replay and start > 0 and start != oldest and not whole_first:
             restricted = self._restricted_replay(listing, start, end)
             if restricted is not None:
                 yield from restricted
                 return
-        yield from self._full_replay_changes(listing, start, end, oldest)
+        yield from self._full_replay_changes(listing, start, end, oldest, whole_first=whole_first)
 
     def _full_replay_changes(
-        self, listing: LogListing, start: int, end: int, oldest: int
+        self, listing: LogListing, start: int, end: int, oldest: int, *, whole_first: bool = False
     ) -> Iterator[VersionChange]:
         pool = ValuePool()
-        if start == 0:
+        if start == 0:  # version 0's change is its whole state
             replay = _Replay(-1, None, None, {})
             first = start
-        elif start == oldest:
+        elif start == oldest or whole_first:
             # Nothing before `start` survives: its change is "the whole state added", with stats.
             replay = self._replay_to(listing, start, pool, keep_stats=True)
             yield self._whole_state_change(listing, replay)

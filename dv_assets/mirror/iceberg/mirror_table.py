@@ -26,6 +26,10 @@ GC_ENABLED_PROPERTY = "gc.enabled"
 # "true": every data file of the current snapshot is named by its URI (`layout.iceberg_location`). Set when
 # the table is created, or once a mirror made before that holds no data file recorded as a bare path.
 URI_LOCATIONS_PROPERTY = "dvmirror.uri-locations"
+# The first Delta version the mirror could start at, set when its first sync started after version 0: the
+# versions before it are no longer readable in Delta (log retention removed their commits, or VACUUM
+# their data or DV files).
+FIRST_READABLE_VERSION_PROPERTY = "dvmirror.first-readable-version"
 # Properties every mirror table carries (older mirrors get them with their next commit):
 SAFETY_PROPERTIES: Mapping[str, str] = {
     # No Iceberg procedure (expire_snapshots, remove_orphan_files) and no DROP TABLE ... PURGE may
