@@ -5,6 +5,7 @@ pyiceberg against Delta Spark's rows."""
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,7 @@ from tests.helpers.delta_histories import (
     mirror_both,
     tblproperties,
 )
+from tests.helpers.readers import pyiceberg_rows, snapshots_by_delta_version
 
 pytestmark = pytest.mark.spark
 
@@ -27,10 +29,12 @@ def _fast(spark):
         yield
 
 
-def _mirror_and_compare(spark, catalog, root: Path, name: str) -> int:
+def _mirror_and_compare(spark, catalog, root: Path, name: str, *, pyiceberg: bool = True) -> int:
     latest = latest_version(root)
     mirrors = mirror_both(spark, root, name, split_at=list(range(latest)))
-    return assert_mirrors_match(spark, catalog, root, mirrors, label=name, pyiceberg_every_version=True)
+    return assert_mirrors_match(
+        spark, catalog, root, mirrors, label=name, pyiceberg_every_version=True, pyiceberg=pyiceberg
+    )
 
 
 def test_update_after_add_columns_on_a_checkpoint_version(spark, catalog, tmp_path: Path) -> None:
@@ -157,3 +161,31 @@ def test_time_partition_values_in_a_session_time_zone_that_is_not_utc(spark, cat
         assert _mirror_and_compare(spark, catalog, root, "time_partitions") == 2 * 3
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
+
+
+@pytest.mark.parametrize("kind", ["DOUBLE", "FLOAT"])
+def test_nan_infinite_and_extreme_partition_values(spark, catalog, tmp_path: Path, kind: str) -> None:
+    """A double or float partition column holding NaN, ±Infinity, -0.0 (Delta logs it as 0.0), the
+    extremes: mirrored (Iceberg's manifests hold them as Avro floats), with DVs on their files replaced
+    by a second DELETE (the delete file read back from Iceberg Java carries the value as its JSON writes
+    it)."""
+    root = tmp_path / f"{kind} partitions"
+    ref = delta_ref(root)
+    spark.sql(
+        f"CREATE TABLE {ref} (id INT, x {kind}) USING delta PARTITIONED BY (x) "
+        f"TBLPROPERTIES ({tblproperties()})"
+    )
+    extremes = ["1.7976931348623157E308", "4.9E-324"] if kind == "DOUBLE" else ["3.4028235E38", "1.4E-45"]
+    values = ["'NaN'", "'Infinity'", "'-Infinity'", "-0.0", *extremes, "NULL"]
+    rows = ", ".join(f"({k * 10 + i}, CAST({v} AS {kind}))" for k, v in enumerate(values) for i in range(6))
+    spark.sql(f"INSERT INTO {ref} SELECT /*+ REPARTITION(1) */ * FROM VALUES {rows} AS t(id, x)")
+    spark.sql(f"DELETE FROM {ref} WHERE id % 10 = 1")
+    spark.sql(f"DELETE FROM {ref} WHERE id % 10 = 4")
+    # pyiceberg 0.12's Avro decoder (Cython) reads a manifest's doubles as 32-bit floats (README, "Readers"):
+    # compared by Iceberg Java and DuckDB, and pyiceberg's own misreading pinned, to see it fixed.
+    name = f"{kind.lower()}_partitions"
+    assert _mirror_and_compare(spark, catalog, root, name, pyiceberg=kind == "FLOAT") == 2 * 4
+    if kind == "DOUBLE":
+        snapshots = snapshots_by_delta_version(catalog, f"gen.{name}_v3")
+        read = {row["id"]: row["x"] for row in pyiceberg_rows(catalog, f"gen.{name}_v3", snapshots[3])}
+        assert read[40] == math.inf and read[50] == 0.0, "pyiceberg reads doubles exactly now: compare it"

@@ -523,18 +523,6 @@ def test_an_upgrade_to_column_mapping_keeps_reading_exactly(spark, catalog, tmp_
     )
 
 
-def test_nan_partition_values_are_refused_by_name(spark, catalog, tmp_path: Path) -> None:
-    root = tmp_path / "nan_partitions"
-    ref = f"delta.`{root}`"
-    spark.sql(f"CREATE TABLE {ref} (id BIGINT, x DOUBLE) USING delta PARTITIONED BY (x)")
-    spark.sql(f"INSERT INTO {ref} VALUES (1, 1.5)")
-    spark.sql(f"INSERT INTO {ref} VALUES (2, CAST('NaN' AS DOUBLE))")
-    with pytest.raises(MirrorInputError, match=r"'NaN' of column 'x'.*cannot be represented") as refused:
-        sync_table(spark, root, "rel.nan")
-    assert refused.value.version == 2
-    assert sorted(snapshots_by_delta_version(catalog, "rel.nan")) == [0, 1]
-
-
 # --- DV conversion in Spark tasks -------------------------------------------------------------------------
 
 

@@ -177,9 +177,11 @@ def assert_mirrors_match(
     *,
     label: str = "",
     pyiceberg_every_version: bool = False,
+    pyiceberg: bool = True,
 ) -> int:
     """Every mirrored version of every mirror equals Delta Spark's rows, through Iceberg Java and DuckDB;
-    the final one (`pyiceberg_every_version`: every one) also through pyiceberg.
+    the final one (`pyiceberg_every_version`: every one) also through pyiceberg, unless `pyiceberg` is
+    False (a history that meets a limit of pyiceberg's own, README "Readers": the test pins it).
 
     Returns the number of (mirror, version) pairs compared.
     """
@@ -211,7 +213,7 @@ def assert_mirrors_match(
             duckdb = as_tuples(duckdb_rows(metadata_location, m.snapshots[v]), expected.columns[v])
             assert duckdb == want, _diff(where + " [DuckDB]", v, want, duckdb)
             compared += 1
-        for v in versions if pyiceberg_every_version else [latest]:
+        for v in (versions if pyiceberg_every_version else [latest]) if pyiceberg else []:
             columns = expected.columns[v]
             read_columns = pyiceberg_columns(catalog, m.table_name, m.snapshots[v])
             assert sorted(read_columns) == sorted(columns), (where, v, read_columns, columns)

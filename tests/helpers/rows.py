@@ -3,19 +3,24 @@ pyiceberg) and from the fixtures' JSON lines, in one comparable form.
 
 Timestamps with a zone become their UTC text (`2023-05-31 18:58:33.633000+00:00`, as the fixtures write
 them) and naive ones keep no offset, so a timestamp that lost or gained its zone never compares equal.
-Decimals and dates become text, bytes hex, Arrow maps (lists of key/value pairs) dicts.
+Decimals and dates become text, bytes hex, Arrow maps (lists of key/value pairs) dicts. A NaN float
+becomes "NaN" (NaN equals nothing, itself included) and -0.0 "-0.0" (it equals 0.0): so both compare by
+what they are.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import math
 from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
 
 
 def canonical(value: Any) -> Any:
+    if isinstance(value, float) and (value != value or (value == 0 and math.copysign(1, value) < 0)):
+        return "NaN" if value != value else "-0.0"
     if isinstance(value, dt.datetime):
         return str(value.astimezone(dt.UTC)) if value.tzinfo is not None else str(value)
     if isinstance(value, Decimal | dt.date):

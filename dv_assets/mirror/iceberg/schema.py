@@ -655,19 +655,16 @@ def partition_value_to_json(
     `YYYY-MM-DD`, timestamp as `YYYY-MM-DDTHH:MM:SS.ffffff` (`+00:00` appended for timestamptz),
     binary as hex, null as None.
 
-    NaN and infinite floats are refused: `SingleValueParser.fromJson` takes only JSON numbers for
-    float/double, Iceberg's Jackson mapper rejects the non-standard `NaN` / `Infinity` tokens, and a
-    string ("NaN") is not a number to it, so no JSON reaches Iceberg Java as such a value.
+    NaN and infinite floats are the strings `"NaN"`, `"Infinity"` and `"-Infinity"`, as Iceberg Java's own
+    JSON writes them (Jackson quotes numbers JSON has no literal for); `SingleValueParser` reads only
+    numbers, so the project's JVM helper (`ContentFileBatch`) makes them numbers again for a float or
+    double partition field. In the manifests they are Avro floats like any other.
     """
     internal = partition_value_typed(value, iceberg_type)
     if internal is None:
         return None
     if isinstance(internal, float) and not math.isfinite(internal):
-        where = f" of column {column!r}" if column is not None else ""
-        raise MirrorInputError(
-            f"partition value {value!r}{where} ({iceberg_type}) cannot be represented as an Iceberg "
-            "partition value: Iceberg's single-value JSON has no NaN or infinity"
-        )
+        return "NaN" if math.isnan(internal) else ("Infinity" if internal > 0 else "-Infinity")
     name = str(iceberg_type)  # a primitive: partition_value_typed refuses the others
     if name == "date":
         return _date_text(internal)

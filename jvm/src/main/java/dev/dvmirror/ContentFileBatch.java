@@ -18,8 +18,8 @@ import org.apache.iceberg.ContentFileParser;
 import org.apache.iceberg.DataFile;
 import org.apache.iceberg.DeleteFile;
 import org.apache.iceberg.FileFormat;
-import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.FileMetadata;
+import org.apache.iceberg.HasTableOperations;
 import org.apache.iceberg.ManifestFile;
 import org.apache.iceberg.ManifestFiles;
 import org.apache.iceberg.ManifestReader;
@@ -33,7 +33,13 @@ import org.apache.iceberg.Table;
 import org.apache.iceberg.TableMetadata;
 import org.apache.iceberg.TableOperations;
 import org.apache.iceberg.TableProperties;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ArrayNode;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.DoubleNode;
+import org.apache.iceberg.shaded.com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.iceberg.types.Type;
+import org.apache.iceberg.types.Types;
 import org.apache.iceberg.util.JsonUtil;
 
 /**
@@ -354,9 +360,60 @@ public final class ContentFileBatch {
 
   private static ContentFile<?> parse(ObjectMapper mapper, String json, PartitionSpec spec) {
     try {
-      return ContentFileParser.fromJson(mapper.readTree(json), spec);
+      JsonNode node = mapper.readTree(json);
+      nonFiniteFloatsAsNumbers(node.get("partition"), spec);
+      return ContentFileParser.fromJson(node, spec);
     } catch (IOException e) {
       throw new UncheckedIOException("unreadable content file JSON: " + abbreviate(json), e);
+    }
+  }
+
+  /**
+   * A NaN or infinite float or double partition value made a number again. Iceberg's own JSON writes it
+   * as a string ({@code "NaN"}, {@code "Infinity"}, {@code "-Infinity"}: Jackson's generator quotes
+   * numbers JSON has no literal for) but {@code SingleValueParser} reads only numbers, so the mirror
+   * writes such a value as Iceberg does and it is read here, for the partition tuple in either of
+   * the forms {@code ContentFileParser} reads (an array in spec order, or an object by field id).
+   */
+  private static void nonFiniteFloatsAsNumbers(JsonNode partition, PartitionSpec spec) {
+    if (partition == null) {
+      return;
+    }
+    List<Types.NestedField> fields = spec.partitionType().fields();
+    for (int i = 0; i < fields.size(); i++) {
+      Types.NestedField field = fields.get(i);
+      Type.TypeID type = field.type().typeId();
+      if (type != Type.TypeID.FLOAT && type != Type.TypeID.DOUBLE) {
+        continue;
+      }
+      if (partition instanceof ArrayNode array && i < array.size()) {
+        Double number = nonFinite(array.get(i));
+        if (number != null) {
+          array.set(i, DoubleNode.valueOf(number));
+        }
+      } else if (partition instanceof ObjectNode object) {
+        String key = String.valueOf(field.fieldId());
+        Double number = nonFinite(object.get(key));
+        if (number != null) {
+          object.set(key, DoubleNode.valueOf(number));
+        }
+      }
+    }
+  }
+
+  private static Double nonFinite(JsonNode value) {
+    if (value == null || !value.isTextual()) {
+      return null;
+    }
+    switch (value.textValue()) {
+      case "NaN":
+        return Double.NaN;
+      case "Infinity":
+        return Double.POSITIVE_INFINITY;
+      case "-Infinity":
+        return Double.NEGATIVE_INFINITY;
+      default:
+        return null;
     }
   }
 
