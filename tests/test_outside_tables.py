@@ -189,3 +189,28 @@ def test_nan_infinite_and_extreme_partition_values(spark, catalog, tmp_path: Pat
         snapshots = snapshots_by_delta_version(catalog, f"gen.{name}_v3")
         read = {row["id"]: row["x"] for row in pyiceberg_rows(catalog, f"gen.{name}_v3", snapshots[3])}
         assert read[40] == math.inf and read[50] == 0.0, "pyiceberg reads doubles exactly now: compare it"
+
+
+def test_a_partition_column_renamed_under_column_mapping(spark, catalog, tmp_path: Path) -> None:
+    """RENAME COLUMN of a partition column (column mapping 'name'): the same column to Delta and, by its
+    source field id, to Iceberg's partition field; DVs on files of both names, a RESTORE across it."""
+    root = tmp_path / "renamed partition"
+    ref = delta_ref(root)
+    props = tblproperties(**{"delta.columnMapping.mode": "name", "delta.checkpointInterval": "3"})
+    spark.sql(
+        f"CREATE TABLE {ref} (id INT, region STRING, v STRING) USING delta PARTITIONED BY (region) "
+        f"TBLPROPERTIES ({props})"
+    )
+    spark.sql(
+        f"INSERT INTO {ref} SELECT /*+ REPARTITION(1) */ CAST(id AS INT), IF(id % 3 = 0, 'eu', 'us'), "
+        "concat('v', id) FROM range(0, 60)"
+    )
+    spark.sql(f"DELETE FROM {ref} WHERE id % 7 = 0")
+    spark.sql(f"ALTER TABLE {ref} RENAME COLUMN region TO area")
+    spark.sql(f"INSERT INTO {ref} VALUES (100, 'eu', 'late'), (101, NULL, 'late')")
+    spark.sql(f"DELETE FROM {ref} WHERE id % 5 = 1")
+    spark.sql(f"UPDATE {ref} SET area = 'moved' WHERE id % 4 = 2")
+    spark.sql(f"RESTORE TABLE {ref} TO VERSION AS OF 2")
+    spark.sql(f"DELETE FROM {ref} WHERE id % 11 = 3")
+    latest = latest_version(root)
+    assert _mirror_and_compare(spark, catalog, root, "renamed_partition") == 2 * (latest + 1)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from itertools import repeat
 
 from dv_assets.mirror.delta.actions import AddFile, Metadata
-from dv_assets.mirror.delta.column_mapping import check_field_ids_readable
+from dv_assets.mirror.delta.column_mapping import COLUMN_MAPPING_ID, check_field_ids_readable
 from dv_assets.mirror.delta.paths import PathPolicy
 from dv_assets.mirror.delta.replay import VersionChange
 from dv_assets.mirror.dv.reader import DVTask, resolve_dv_location
@@ -158,6 +158,8 @@ class MirrorState:
             # A recorded id follows the table replaced within its log (`replaced_table_id`).
             table_id = None if self.delta_table_id is None else metadata.id
             partition_columns = self.partition_columns
+            if partition_columns is not None:  # renamed under column mapping, if they differ
+                partition_columns = tuple(metadata.partition_columns)
         else:
             table_id, partition_columns = metadata.id, tuple(metadata.partition_columns)
         name_mapping = self.name_mapping if request.name_mapping is None else tuple(request.name_mapping)
@@ -297,7 +299,7 @@ def plan_version(
     if not state.exists:
         new_table = _new_table(metadata, state.delta_root, state.format_version, state.first_readable_version)
     elif change.metadata_changed:
-        _check_partitioning_unchanged(metadata, state.partition_columns)
+        _check_partitioning_unchanged(metadata, state.partition_columns, state.schema)
     if new_table is not None or change.metadata_changed:
         check_field_ids_readable(metadata.schema, metadata.column_mapping_mode)
     schema = new_table.schema if new_table is not None else state.schema
@@ -416,10 +418,16 @@ def replaced_table_id(state: MirrorState, metadata: Metadata) -> str | None:
 def _properties(state: MirrorState, metadata: Metadata) -> Mapping[str, str]:
     """The table properties a version's commit sets: those an older mirror lacks, and the new id of a
     replaced Delta table, recorded with the commit of the version that replaced it."""
+    properties = dict(state.pending_properties)
     new_id = replaced_table_id(state, metadata)
-    if new_id is None:
-        return state.pending_properties
-    return {**state.pending_properties, DELTA_TABLE_ID_PROPERTY: new_id}
+    if new_id is not None:
+        properties[DELTA_TABLE_ID_PROPERTY] = new_id
+    if state.partition_columns is not None and list(state.partition_columns) != list(
+        metadata.partition_columns
+    ):
+        # Renamed under column mapping (`_check_partitioning_unchanged` refuses any other change).
+        properties[DELTA_PARTITION_COLUMNS_PROPERTY] = json.dumps(list(metadata.partition_columns))
+    return properties
 
 
 def _name_mapping(schema: Schema, metadata: Metadata) -> list[dict]:
@@ -513,13 +521,32 @@ def _stale_mapping(
     )
 
 
-def _check_partitioning_unchanged(metadata: Metadata, mirrored: tuple[str, ...] | None) -> None:
-    """Delta can only change partition columns by rewriting the table; the mirror refuses to follow."""
-    if mirrored is not None and list(mirrored) != list(metadata.partition_columns):
-        raise UnsupportedFeatureError(
-            f"the partition columns changed from {list(mirrored)} to "
-            f"{list(metadata.partition_columns)}; mirror the rewritten table into a new Iceberg table"
-        )
+def _check_partitioning_unchanged(
+    metadata: Metadata, mirrored: tuple[str, ...] | None, schema: Schema | None
+) -> None:
+    """Delta can only change partition columns by rewriting the table; the mirror refuses to follow. A
+    partition column renamed under column mapping is the same column (its id, which Iceberg's partition
+    field follows as its source): followed."""
+    if mirrored is None or list(mirrored) == list(metadata.partition_columns):
+        return
+    if _partition_columns_renamed(metadata, mirrored, schema):
+        return
+    raise UnsupportedFeatureError(
+        f"the partition columns changed from {list(mirrored)} to "
+        f"{list(metadata.partition_columns)}; mirror the rewritten table into a new Iceberg table"
+    )
+
+
+def _partition_columns_renamed(metadata: Metadata, mirrored: Sequence[str], schema: Schema | None) -> bool:
+    """Whether the partition columns `mirrored` (names in the mirror's `schema`) are `metadata`'s under
+    other names: the same field ids, in the same order, with column mapping."""
+    if metadata.column_mapping_mode == "none" or schema is None:
+        return False
+    old_ids = {f.name: f.id for f in schema.fields}
+    new_ids = {f.name: f.metadata.get(COLUMN_MAPPING_ID) for f in metadata.schema.fields}
+    before = [old_ids.get(column) for column in mirrored]
+    after = [new_ids.get(column) for column in metadata.partition_columns]
+    return None not in before and before == [None if i is None else int(i) for i in after]
 
 
 def _partition(add: AddFile, metadata: Metadata, schema: Schema) -> tuple:
@@ -528,9 +555,25 @@ def _partition(add: AddFile, metadata: Metadata, schema: Schema) -> tuple:
         return ()
     physical = metadata.physical_names
     return tuple(
-        iceberg_schema.partition_value(add.partition_values.get(physical[column]), schema, column)
-        for column in metadata.partition_columns
+        iceberg_schema.partition_value(add.partition_values.get(physical[column]), schema, source)
+        for column, source in zip(
+            metadata.partition_columns, _partition_sources(metadata, schema), strict=True
+        )
     )
+
+
+def _partition_sources(metadata: Metadata, schema: Schema) -> Sequence[str]:
+    """The names in `schema` of `metadata`'s partition columns: the same names, except under column
+    mapping, where `schema` may be the one before a version that renamed one (matched by field id)."""
+    if metadata.column_mapping_mode == "none":
+        return metadata.partition_columns
+    by_id = {f.id: f.name for f in schema.fields}
+    fields = {f.name: f for f in metadata.schema.fields}
+    sources = []
+    for column in metadata.partition_columns:
+        delta_id = fields[column].metadata.get(COLUMN_MAPPING_ID) if column in fields else None
+        sources.append(by_id.get(int(delta_id), column) if delta_id is not None else column)
+    return sources
 
 
 def _removed_data_file(add: AddFile, state: MirrorState, metadata: Metadata, schema: Schema) -> DataFile:
