@@ -1,8 +1,10 @@
 """Delta reader features through the installed `dvmirror` console script (issue 19), on tables Delta Spark
 writes with DVs: `vacuumProtocolCheck` and type widening (int → long, a decimal precision increase) are
 mirrored by `dvmirror sync --json` in both formats, every version read back by Iceberg Java, DuckDB and
-pyiceberg, and `dvmirror verify` passes; a float → double widening, a VARIANT column and a
-catalog-managed table are refused by name (exit 2), the mirror left at its last good version.
+pyiceberg, and `dvmirror verify` passes; a VARIANT column is mirrored in format 3 (Iceberg Java and
+DuckDB compared; `dvmirror status` and `verify` read it) and refused by name in format 2; a float →
+double widening and a catalog-managed table are refused by name (exit 2), the mirror left at its last
+good version.
 
 The CLI mirrors into the session's catalog, so that the session's Spark (Iceberg Java) reads what it wrote.
 The tests of the widened table run in file order: the refusal adds a version to the table mirrored first.
@@ -16,6 +18,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pyiceberg.exceptions import ValidationError
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.settings import CatalogConfig
@@ -173,9 +176,11 @@ def test_float_to_double_is_refused_by_name(spark, catalog, widened) -> None:
         assert status["snapshot_id"] == m.snapshots[WIDENED_LATEST]
 
 
-def test_variant_is_refused_by_name(spark, catalog, tmp_path: Path) -> None:
-    """A VARIANT column (Delta Spark enables `variantType` for it) is refused at version 0 with the reason;
-    no Iceberg table is created."""
+def test_variant_mirrors_and_status_and_verify_read_it(spark, catalog, tmp_path: Path) -> None:
+    """A VARIANT column (Delta Spark enables `variantType` for it), with DVs: `dvmirror sync
+    --format-version 3` mirrors every version (Iceberg Java and DuckDB equal Delta Spark; pyiceberg 0.12
+    cannot load the table), and `dvmirror status` and `dvmirror verify`, which read the mirror's
+    metadata without pyiceberg's schema parser, answer; format 2 is refused by name (exit 2)."""
     root = tmp_path / "variant"
     ref = delta_ref(root)
     with fast_spark(spark):
@@ -185,13 +190,39 @@ def test_variant_is_refused_by_name(spark, catalog, tmp_path: Path) -> None:
             "parse_json(concat('{\"a\": ', id, '}')) FROM range(0, 20) t(id)"
         )
         spark.sql(f"DELETE FROM {ref} WHERE id % 3 = 0")
-    line, report = refused(sync(tmp_path, catalog, root, "cli_features.variant", "--format-version", "3"))
-    assert line.startswith(f"table {root}, version 0: unsupported Delta reader feature(s): variantType ("), (
-        line
-    )
-    assert "VARIANT columns are not mirrored" in line, line
+    latest = latest_version(root)
+    name = "cli_features.variant"
+    versions = synced_versions(sync(tmp_path, catalog, root, name, "--format-version", "3"))
+    assert versions == list(range(latest + 1))
+    m = Mirrored(name, 3, snapshots_by_delta_version(catalog, name))
+    with pytest.raises(ValidationError, match="Unsupported field type: 'variant'"):
+        catalog.pyiceberg_catalog().load_table(name)
+    with fast_spark(spark):
+        assert assert_mirrors_match(spark, catalog, root, [m], label="CLI variant", pyiceberg=False) == (
+            latest + 1
+        )
+    status = status_json(tmp_path, catalog, name)
+    assert (status["mirrored_version"], status["delta_latest_version"], status["lag_versions"]) == (
+        latest,
+        latest,
+        0,
+    ), status
+    assert status["snapshot_id"] == m.snapshots[latest]
+    done = run_dvmirror("verify", name, *catalog_args(catalog), "--json", cwd=tmp_path)
+    assert (done.returncode, done.stderr) == (0, ""), done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert (report["ok"], report["delta_version"], report["snapshot_id"]) == (
+        True,
+        latest,
+        m.snapshots[latest],
+    ), report
+    assert report["checks"] and all(c["passed"] for c in report["checks"]), report["checks"]
+
+    line, report = refused(sync(tmp_path, catalog, root, "cli_features.variant_v2", "--format-version", "2"))
+    assert line.startswith(f"table {root}, version 0: "), line
+    assert "column 'v' is a variant, a type Iceberg format 2 does not have" in line, line
     assert report["mirrored_versions"] == []
-    assert not catalog.pyiceberg_catalog().table_exists("cli_features.variant")
+    assert not catalog.pyiceberg_catalog().table_exists("cli_features.variant_v2")
 
 
 def test_catalog_managed_is_refused_by_name(catalog, tmp_path: Path) -> None:

@@ -86,7 +86,8 @@ def test_unsupported_types_are_refused() -> None:
 
 def test_variant_is_an_iceberg_v3_type() -> None:
     """VARIANT maps to Iceberg's `variant` (the same Parquet encoding), which format 2 does not have.
-    The protocol check refuses `variantType` for now: pyiceberg 0.12 cannot parse such a schema."""
+    pyiceberg 0.12 cannot parse such a schema: dv-mirror reads a variant mirror's metadata without it
+    (`pyiceberg_reader.read_mirror_table`)."""
     nested = struct(field("id", "long"), field("st", struct(field("v", "variant"))))
     schema = to_iceberg_schema(StructType.from_json(nested))
     assert str(schema) == "struct<id: long, st: struct<v: variant>>"

@@ -23,6 +23,11 @@ SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
         "timestampNtz",
         "v2Checkpoint",
         "vacuumProtocolCheck",
+        # A v3 mirror's `variant` column (iceberg/schema.py; format 2 refuses it by name), read exactly
+        # by Iceberg Java 1.12 and DuckDB 1.5.5 (tests/test_delta_features.py); pyiceberg 0.12 cannot
+        # parse such a schema, so dv-mirror reads the mirror's metadata without it (pyiceberg_reader.py).
+        "variantType",
+        "variantType-preview",
         # Each widening becomes an Iceberg type promotion, or is refused (iceberg/type_promotion.py).
         "typeWidening",
         "typeWidening-preview",
@@ -32,22 +37,17 @@ _CATALOG_MANAGED = (
     "a catalog-managed table keeps its newest commits in its catalog, not in _delta_log: the file "
     "system does not show them, so the mirror cannot know the table's versions"
 )
-# Iceberg Java 1.12 and DuckDB 1.5.5 read a v3 mirror's `variant` column (iceberg/schema.py maps it, and
-# refuses it in format 2), but pyiceberg 0.12 cannot even load such a table's metadata, and the mirror's
-# status, sensors and checks read the mirror with pyiceberg.
-_VARIANT = (
-    "VARIANT columns are not mirrored: pyiceberg 0.12, which dv-mirror's status, sensors and checks read "
-    'the mirror with, cannot load an Iceberg table with a variant column ("Unsupported field type: '
-    "'variant'\")"
+# Delta Spark 4.4 shreds `[1, 2.5]` into a decimal(2,1) `typed_value`: Iceberg Java reads the value back
+# as Delta Spark does (`[1,2.5]`), DuckDB 1.5.5 as `[1.0, 2.5]` (tests/test_delta_features.py).
+_SHREDDED = (
+    "shredded VARIANT files are not mirrored: DuckDB 1.5.5 reads some shredded values differently from "
+    "Delta Spark (an array [1, 2.5] that Delta Spark shreds as decimals reads as [1.0, 2.5])"
 )
-_SHREDDED = f"{_VARIANT}; shredded variant files are not verified with any Iceberg reader either"
 # Reader features Delta defines that the mirror refuses, with the reason (`-preview`: Delta Spark's
 # names before the feature was final, still found in tables it wrote).
 REFUSED_READER_FEATURES: dict[str, str] = {
     "catalogManaged": _CATALOG_MANAGED,
     "catalogOwned-preview": _CATALOG_MANAGED,
-    "variantType": _VARIANT,
-    "variantType-preview": _VARIANT,
     "variantShredding": _SHREDDED,
     "variantShredding-preview": _SHREDDED,
 }

@@ -1,7 +1,9 @@
 """The mirror table read through pyiceberg, for callers that must not start a JVM (the Dagster sensors,
 the metadata-only checks, `dvmirror status`): the same `MirrorTable` value `IcebergJava.load` returns,
 so "where the mirror stands" (`MirrorTable.mirrored_base`) has one answer whichever adapter read it;
-and a snapshot's live content files (`SnapshotFiles`), the rows Spark's `files` metadata table gives."""
+and a snapshot's live content files (`SnapshotFiles`), the rows Spark's `files` metadata table gives.
+From a JDBC catalog neither goes through pyiceberg's `Table` (whose schema parser fails on a `variant`
+column): the metadata file is read as JSON, the manifests with pyiceberg's Avro reader."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from contextlib import closing
 from pathlib import Path
 from typing import Any
 
+from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.iceberg.mirror_table import MirrorTable, Snapshot
 from dv_assets.mirror.iceberg.types import Schema
 from dv_assets.mirror.io import FileIO
@@ -23,23 +26,68 @@ DELETED_ENTRY = 2  # a manifest entry's status: 0 existing, 1 added, 2 deleted (
 
 
 def read_mirror_table(catalog: CatalogConfig, table_name: str) -> MirrorTable | None:
-    """The table as a `MirrorTable`, None when the catalog has no such table."""
-    if catalog.sqlite_path is not None:
-        return _read_from_sqlite(catalog, catalog.sqlite_path, table_name)
-    from pyiceberg.exceptions import NoSuchTableError
+    """The table as a `MirrorTable`, None when the catalog has no such table.
+
+    From a JDBC catalog (the embedded sqlite one included), read from the table's metadata file by
+    `MirrorTable.from_metadata` (the parser Iceberg Java's adapter uses too), never through pyiceberg's
+    `Table`: pyiceberg 0.12 cannot parse a schema with a `variant` column ("Unsupported field type:
+    'variant'"), which a v3 mirror of a Delta VARIANT column has. Only the catalog's pointer to the
+    metadata file is asked for. pyiceberg's REST, Hive and Glue catalogs only hand out a parsed `Table`
+    (with the table's own FileIO, e.g. vended credentials): those are read as before, and a variant
+    table there is refused by name (`_load_table`)."""
+    if not _reads_metadata_itself(catalog):
+        table = _load_table(catalog, table_name)
+        return None if table is None else mirror_table_of(table_name, table)
+    found = _metadata_of(catalog, table_name)
+    if found is None:
+        return None
+    location, metadata = found
+    return MirrorTable.from_metadata(table_name, metadata, location)
+
+
+def _reads_metadata_itself(catalog: CatalogConfig) -> bool:
+    """Whether the metadata location comes from the catalog's database (a JDBC catalog)."""
+    return catalog.sqlite_path is not None or catalog.kind == "jdbc"
+
+
+def _load_table(catalog: CatalogConfig, table_name: str) -> Any:
+    """pyiceberg's `Table` (None: no such table); a schema it cannot parse is refused by name."""
+    from pyiceberg.exceptions import NoSuchTableError, ValidationError
 
     try:
-        table = catalog.pyiceberg_catalog().load_table(table_name)
+        return catalog.pyiceberg_catalog().load_table(table_name)
     except NoSuchTableError:
         return None
-    return mirror_table_of(table_name, table)
+    except (ValueError, ValidationError) as err:  # pyiceberg wraps pydantic's error in its own
+        if "Unsupported field type: 'variant'" not in str(err):
+            raise
+        raise MirrorInputError(
+            f"pyiceberg 0.12 cannot load Iceberg table {table_name} from the {catalog.kind} catalog: its "
+            "schema has a variant column (\"Unsupported field type: 'variant'\"); dv-mirror reads such a "
+            "table without pyiceberg from a JDBC catalog only (Iceberg Java, the sync's reader, reads it)",
+            table=table_name,
+        ) from err
 
 
-def _read_from_sqlite(catalog: CatalogConfig, database: Path, table_name: str) -> MirrorTable | None:
-    """The embedded catalog's table without importing pyiceberg (~1 s of a `dvmirror status` otherwise):
-    its metadata location from the JDBC catalog's own `iceberg_tables` row (the table Iceberg Java's
-    JdbcCatalog and pyiceberg's SqlCatalog both keep), its metadata file parsed by
-    `MirrorTable.from_metadata`, the parser Iceberg Java's adapter uses too."""
+def _metadata_of(catalog: CatalogConfig, table_name: str) -> tuple[str, dict[str, Any]] | None:
+    """A JDBC catalog's table's current metadata file: its location (the catalog's `iceberg_tables`
+    row, the table Iceberg Java's JdbcCatalog and pyiceberg's SqlCatalog both keep) and its JSON;
+    None: no such table. The embedded sqlite catalog is read without importing pyiceberg (~1 s of a
+    `dvmirror status` otherwise), any other through pyiceberg's SqlCatalog's database engine."""
+    sqlite = catalog.sqlite_path
+    if sqlite is not None:
+        location = _sqlite_metadata_location(sqlite, table_name)
+    else:
+        location = _sql_metadata_location(catalog.pyiceberg_catalog(), table_name)
+    if location is None:
+        return None
+    content = FileIO(catalog.storage_properties()).read(location)
+    if content[:2] == b"\x1f\x8b":  # write.metadata.compression-codec=gzip
+        content = gzip.decompress(content)
+    return location, json.loads(content)
+
+
+def _sqlite_metadata_location(database: Path, table_name: str) -> str | None:
     if not database.is_file():
         return None
     namespace, _, name = table_name.rpartition(".")
@@ -56,12 +104,26 @@ def _read_from_sqlite(catalog: CatalogConfig, database: Path, table_name: str) -
             f"WHERE catalog_name = ? AND table_namespace = ? AND table_name = ?{tables_only}",
             (ICEBERG_CATALOG_NAME, namespace, name),
         ).fetchone()
-    if row is None or row[0] is None:
-        return None
-    content = FileIO(catalog.storage_properties()).read(row[0])
-    if content[:2] == b"\x1f\x8b":  # write.metadata.compression-codec=gzip
-        content = gzip.decompress(content)
-    return MirrorTable.from_metadata(table_name, json.loads(content), row[0])
+    return None if row is None or row[0] is None else str(row[0])
+
+
+def _sql_metadata_location(py_catalog: Any, table_name: str) -> str | None:
+    """pyiceberg's SqlCatalog.load_table up to the metadata location (the same query), not parsing it."""
+    from pyiceberg.catalog.sql import IcebergTables
+    from sqlalchemy import select
+    from sqlalchemy.orm import Session
+
+    namespace, _, name = table_name.rpartition(".")
+    with Session(py_catalog.engine) as session:
+        stmt = select(IcebergTables).where(
+            IcebergTables.catalog_name == py_catalog.name,
+            IcebergTables.table_namespace == namespace,
+            IcebergTables.table_name == name,
+        )
+        if (type_filter := py_catalog._iceberg_type_filter()) is not None:
+            stmt = stmt.where(type_filter)
+        row = session.scalar(stmt)
+    return None if row is None or not row.metadata_location else str(row.metadata_location)
 
 
 def last_mirrored_version(catalog: CatalogConfig, table_name: str) -> int | None:
@@ -79,13 +141,33 @@ def read_snapshot_files(catalog: CatalogConfig, table_name: str, snapshot_id: in
     with the v3 entry schema instead (fields a v2 manifest lacks read as null, as in Iceberg Java).
     """
     from pyiceberg.avro.file import AvroFile
-    from pyiceberg.manifest import DATA_FILE_TYPE, MANIFEST_ENTRY_SCHEMAS
+    from pyiceberg.io import load_file_io
+    from pyiceberg.manifest import DATA_FILE_TYPE, MANIFEST_ENTRY_SCHEMAS, read_manifest_list
     from pyiceberg.typedef import Record
 
-    table = catalog.pyiceberg_catalog().load_table(table_name)
-    snapshot = table.snapshot_by_id(snapshot_id)
-    if snapshot is None:
-        raise ValueError(f"Iceberg table {table_name} has no snapshot {snapshot_id}")
+    if _reads_metadata_itself(catalog):
+        # The metadata file read as JSON, not by pyiceberg's parser (`read_mirror_table`): only the
+        # snapshot's manifest list is needed.
+        found = _metadata_of(catalog, table_name)
+        if found is None:
+            raise ValueError(f"the catalog has no Iceberg table {table_name}")
+        location, metadata = found
+        snapshot = next(
+            (s for s in metadata.get("snapshots", ()) if int(s["snapshot-id"]) == snapshot_id), None
+        )
+        if snapshot is None:
+            raise ValueError(f"Iceberg table {table_name} has no snapshot {snapshot_id}")
+        properties = {**catalog.pyiceberg_properties(), **(metadata.get("properties") or {})}
+        io = load_file_io(properties, location)
+        manifest_list = str(snapshot["manifest-list"])
+    else:
+        table = _load_table(catalog, table_name)
+        if table is None:
+            raise ValueError(f"the catalog has no Iceberg table {table_name}")
+        table_snapshot = table.snapshot_by_id(snapshot_id)
+        if table_snapshot is None:
+            raise ValueError(f"Iceberg table {table_name} has no snapshot {snapshot_id}")
+        io, manifest_list = table.io, table_snapshot.manifest_list
     entry_schema = MANIFEST_ENTRY_SCHEMAS[3]
     status_at, file_at = (
         [f.name for f in entry_schema.fields].index(name) for name in ("status", "data_file")
@@ -96,8 +178,8 @@ def read_snapshot_files(catalog: CatalogConfig, table_name: str, snapshot_id: in
     )
     data_files: set[str] = set()
     deletes: list[DeleteFileRow] = []
-    for manifest in snapshot.manifests(table.io):
-        with AvroFile[Record](table.io.new_input(manifest.manifest_path), entry_schema) as entries:
+    for manifest in read_manifest_list(io.new_input(manifest_list)):
+        with AvroFile[Record](io.new_input(manifest.manifest_path), entry_schema) as entries:
             for entry in entries:
                 if entry[status_at] == DELETED_ENTRY:
                     continue
