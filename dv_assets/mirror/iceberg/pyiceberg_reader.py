@@ -2,8 +2,8 @@
 the metadata-only checks, `dvmirror status`): the same `MirrorTable` value `IcebergJava.load` returns,
 so "where the mirror stands" (`MirrorTable.mirrored_base`) has one answer whichever adapter read it;
 and a snapshot's live content files (`SnapshotFiles`), the rows Spark's `files` metadata table gives.
-From a JDBC catalog neither goes through pyiceberg's `Table` (whose schema parser fails on a `variant`
-column): the metadata file is read as JSON, the manifests with pyiceberg's Avro reader."""
+From the embedded sqlite catalog neither goes through pyiceberg's `Table` (whose schema parser fails on
+a `variant` column): the metadata file is read as JSON, the manifests with pyiceberg's Avro reader."""
 
 from __future__ import annotations
 
@@ -28,13 +28,13 @@ DELETED_ENTRY = 2  # a manifest entry's status: 0 existing, 1 added, 2 deleted (
 def read_mirror_table(catalog: CatalogConfig, table_name: str) -> MirrorTable | None:
     """The table as a `MirrorTable`, None when the catalog has no such table.
 
-    From a JDBC catalog (the embedded sqlite one included), read from the table's metadata file by
+    From the embedded sqlite catalog, read from the table's metadata file by
     `MirrorTable.from_metadata` (the parser Iceberg Java's adapter uses too), never through pyiceberg's
     `Table`: pyiceberg 0.12 cannot parse a schema with a `variant` column ("Unsupported field type:
     'variant'"), which a v3 mirror of a Delta VARIANT column has. Only the catalog's pointer to the
-    metadata file is asked for. pyiceberg's REST, Hive and Glue catalogs only hand out a parsed `Table`
-    (with the table's own FileIO, e.g. vended credentials): those are read as before, and a variant
-    table there is refused by name (`_load_table`)."""
+    metadata file is asked for. Other catalogs (another JDBC database, REST, Hive, Glue) are read through
+    pyiceberg's public API, which hands out a parsed `Table` only (with the table's own FileIO, e.g.
+    vended credentials), and a variant table there is refused by name (`_load_table`)."""
     if not _reads_metadata_itself(catalog):
         table = _load_table(catalog, table_name)
         return None if table is None else mirror_table_of(table_name, table)
@@ -46,8 +46,10 @@ def read_mirror_table(catalog: CatalogConfig, table_name: str) -> MirrorTable | 
 
 
 def _reads_metadata_itself(catalog: CatalogConfig) -> bool:
-    """Whether the metadata location comes from the catalog's database (a JDBC catalog)."""
-    return catalog.sqlite_path is not None or catalog.kind == "jdbc"
+    """Whether the metadata location comes from the catalog's database: the embedded sqlite catalog's,
+    read directly (other JDBC databases go through pyiceberg's SqlCatalog, whose public API hands out a
+    parsed `Table` only)."""
+    return catalog.sqlite_path is not None
 
 
 def _load_table(catalog: CatalogConfig, table_name: str) -> Any:
@@ -64,7 +66,8 @@ def _load_table(catalog: CatalogConfig, table_name: str) -> Any:
         raise MirrorInputError(
             f"pyiceberg 0.12 cannot load Iceberg table {table_name} from the {catalog.kind} catalog: its "
             "schema has a variant column (\"Unsupported field type: 'variant'\"); dv-mirror reads such a "
-            "table without pyiceberg from a JDBC catalog only (Iceberg Java, the sync's reader, reads it)",
+            "table without pyiceberg from the embedded sqlite catalog only (Iceberg Java, the sync's reader, "
+            "reads it)",
             table=table_name,
         ) from err
 
@@ -72,13 +75,9 @@ def _load_table(catalog: CatalogConfig, table_name: str) -> Any:
 def _metadata_of(catalog: CatalogConfig, table_name: str) -> tuple[str, dict[str, Any]] | None:
     """A JDBC catalog's table's current metadata file: its location (the catalog's `iceberg_tables`
     row, the table Iceberg Java's JdbcCatalog and pyiceberg's SqlCatalog both keep) and its JSON;
-    None: no such table. The embedded sqlite catalog is read without importing pyiceberg (~1 s of a
-    `dvmirror status` otherwise), any other through pyiceberg's SqlCatalog's database engine."""
+    None: no such table. Read without importing pyiceberg (~1 s of a `dvmirror status` otherwise)."""
     sqlite = catalog.sqlite_path
-    if sqlite is not None:
-        location = _sqlite_metadata_location(sqlite, table_name)
-    else:
-        location = _sql_metadata_location(catalog.pyiceberg_catalog(), table_name)
+    location = None if sqlite is None else _sqlite_metadata_location(sqlite, table_name)
     if location is None:
         return None
     content = FileIO(catalog.storage_properties()).read(location)
@@ -105,25 +104,6 @@ def _sqlite_metadata_location(database: Path, table_name: str) -> str | None:
             (ICEBERG_CATALOG_NAME, namespace, name),
         ).fetchone()
     return None if row is None or row[0] is None else str(row[0])
-
-
-def _sql_metadata_location(py_catalog: Any, table_name: str) -> str | None:
-    """pyiceberg's SqlCatalog.load_table up to the metadata location (the same query), not parsing it."""
-    from pyiceberg.catalog.sql import IcebergTables
-    from sqlalchemy import select
-    from sqlalchemy.orm import Session
-
-    namespace, _, name = table_name.rpartition(".")
-    with Session(py_catalog.engine) as session:
-        stmt = select(IcebergTables).where(
-            IcebergTables.catalog_name == py_catalog.name,
-            IcebergTables.table_namespace == namespace,
-            IcebergTables.table_name == name,
-        )
-        if (type_filter := py_catalog._iceberg_type_filter()) is not None:
-            stmt = stmt.where(type_filter)
-        row = session.scalar(stmt)
-    return None if row is None or not row.metadata_location else str(row.metadata_location)
 
 
 def last_mirrored_version(catalog: CatalogConfig, table_name: str) -> int | None:
