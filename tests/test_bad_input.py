@@ -172,7 +172,9 @@ def test_crash_before_commit_then_rerun_converges(copy_fixture, tmp_path: Path) 
 
 @pytest.mark.parametrize("damage", ["missing", "wrong size"])
 def test_missing_data_file_refused_before_the_table_exists(spark, catalog, copy_fixture, damage: str) -> None:
-    """A data file the log adds must exist with the logged size; v0 refused means no table at all."""
+    """A data file the log adds must exist with the logged size; refused means no table at all. A first
+    sync starts at the first version Delta can read: with the file missing at every version, none is, and
+    the refusal names the newest (1); a file of the wrong size is refused at the version that adds it."""
     root = copy_fixture(SMALL)
     table_name = f"bad_input.data_file_{damage.replace(' ', '_')}"
     if damage == "missing":
@@ -181,7 +183,8 @@ def test_missing_data_file_refused_before_the_table_exists(spark, catalog, copy_
         (root / DATA_NAME).write_bytes((root / DATA_NAME).read_bytes() + b"\0")
     with pytest.raises(MirrorInputError) as refused:
         sync_table(spark, root, table_name)
-    assert (refused.value.version, refused.value.file) == (0, str(root / DATA_NAME))
+    expected_version = 1 if damage == "missing" else 0
+    assert (refused.value.version, refused.value.file) == (expected_version, str(root / DATA_NAME))
     assert refused.value.table == str(root)
     assert not catalog.pyiceberg_catalog().table_exists(table_name)
     assert warehouse_data_files(catalog, table_name) == set()
