@@ -11,10 +11,13 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyspark.sql import SparkSession
 
+from dv_assets.mirror.settings import CatalogConfig
 from tests.helpers.delta_histories import fast_spark
 from tests.helpers.sweep import SweepReport, run_sweep
 
@@ -22,7 +25,7 @@ pytestmark = pytest.mark.spark
 
 
 @pytest.fixture(autouse=True, scope="module")
-def _fast(spark):
+def _fast(spark: SparkSession) -> Iterator[None]:
     with fast_spark(spark):
         yield
 
@@ -37,7 +40,7 @@ SLICE_SEEDS = [11]
 
 
 @pytest.mark.parametrize("seed", SLICE_SEEDS)
-def test_sweep_slice(spark, catalog, tmp_path: Path, seed: int) -> None:
+def test_sweep_slice(spark: SparkSession, catalog: CatalogConfig, tmp_path: Path, seed: int) -> None:
     """One table of the sweep, a fixed seed: its versions and filter queries compared."""
     report = run_sweep(spark, catalog, tmp_path, seed, seconds=0, max_cases=1)
     assert report.filters > 0, report.summary()
@@ -45,7 +48,7 @@ def test_sweep_slice(spark, catalog, tmp_path: Path, seed: int) -> None:
 
 
 @pytest.mark.sweep
-def test_sweep(spark, catalog, tmp_path: Path) -> None:
+def test_sweep(spark: SparkSession, catalog: CatalogConfig, tmp_path: Path) -> None:
     seconds = float(os.environ.get("DVMIRROR_SWEEP_SECONDS", "1200"))
     seed = int(os.environ.get("DVMIRROR_SWEEP_SEED") or random.randrange(10**6))
     cases = os.environ.get("DVMIRROR_SWEEP_CASES")

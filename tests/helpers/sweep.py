@@ -13,7 +13,10 @@ and pyiceberg's row filter. pyiceberg's text parser has no binary, NaN or infini
 filters are pyiceberg expressions; its text is used for the rest. pyiceberg evaluates `<` / `>` on floats
 with IEEE semantics (NaN compares false) where Spark and DuckDB order NaN above every number, so range
 filters on a float column whose values at that version include NaN, or with a NaN literal, leave
-pyiceberg out (a difference of SQL semantics, not of the mirror).
+pyiceberg out (a difference of SQL semantics, not of the mirror). pyiceberg 0.12 binds a scan's row
+filter to the table's current schema, not the snapshot's ("Could not find field with name c2" for a
+column dropped since; another column for a name re-added since): a filter on a column whose field id
+differs between the snapshot's schema and the current one (or is absent from either) leaves pyiceberg out.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ import time
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Context, Decimal
 from functools import reduce
 from pathlib import Path
 from typing import Any
@@ -181,12 +184,13 @@ def random_value(rng: random.Random, sql_type: str, edge: float = 0.35) -> Any:
         return rng.choice(DOUBLE_EDGES) if edgy else round(rng.uniform(-1e6, 1e6), 3)
     if sql_type.startswith("DECIMAL"):
         precision, scale = parse_decimal(sql_type)
+        context = Context(prec=100)
         if edgy:
-            top = Decimal(10) ** (precision - scale) - Decimal(1).scaleb(-scale)
-            return rng.choice([top, -top, Decimal(0).scaleb(-scale), Decimal(1).scaleb(-scale)])
+            top = Decimal(10**precision - 1).scaleb(-scale, context)
+            return rng.choice([top, top.copy_negate(), Decimal(0).scaleb(-scale), Decimal(1).scaleb(-scale)])
         digits = rng.randint(1, precision)
         unscaled = rng.randint(-(10**digits) + 1, 10**digits - 1)
-        return Decimal(unscaled).scaleb(-scale)
+        return Decimal(unscaled).scaleb(-scale, context)
     if sql_type == "STRING":
         if edgy:
             return rng.choice(STRING_EDGES)
@@ -233,7 +237,7 @@ def spark_literal(value: Any, sql_type: str) -> str:
     if sql_type == "BOOLEAN":
         return "TRUE" if value else "FALSE"
     if sql_type == "DATE":
-        return f"DATE'{value:%Y-%m-%d}'"
+        return f"DATE'{value.isoformat()}'"
     if sql_type == "TIMESTAMP":  # the session's time zone is UTC (dv_assets/mirror/spark.py)
         return f"TIMESTAMP'{_timestamp_text(value)}'"
     if sql_type == "TIMESTAMP_NTZ":
@@ -257,7 +261,7 @@ def duckdb_literal(value: Any, sql_type: str) -> str:
     if sql_type == "BINARY":
         return f"from_hex('{value.hex().upper()}')"
     if sql_type == "DATE":
-        return f"DATE '{value:%Y-%m-%d}'"
+        return f"DATE '{value.isoformat()}'"
     if sql_type == "TIMESTAMP":
         return f"TIMESTAMPTZ '{_timestamp_text(value)}+00'"
     if sql_type == "TIMESTAMP_NTZ":
@@ -668,8 +672,10 @@ class Failure:
     version: int | None
     detail: str
 
-    def signature(self) -> tuple[str, str, int]:
-        return (self.what, self.reader, self.format_version)
+    known: str = ""  # a known bug this failure looks like (see `KNOWN_SCHEMA_BUG`)
+
+    def signature(self) -> tuple[str, str, int, str]:
+        return (self.what, self.reader, self.format_version, self.known)
 
 
 @dataclass
@@ -703,13 +709,15 @@ class SweepReport:
         distinct: dict[tuple[str, str, int], list[Failure]] = {}
         for f in self.failures:
             distinct.setdefault(f.signature(), []).append(f)
-        for (what, reader, fmt), found in distinct.items():
+        for (what, reader, fmt, known), found in distinct.items():
             seeds = sorted({f.seed for f in found})
-            lines.append(f"  FAILED {what} [{reader}] format {fmt}: {len(found)} times, seeds {seeds}")
+            note = f" ({known})" if known else ""
+            lines.append(f"  FAILED {what} [{reader}] format {fmt}{note}: {len(found)} times, seeds {seeds}")
         for f in self.failures:
+            note = f" ({f.known})" if f.known else ""
             lines.append(
-                f"--- seed {f.seed} format {f.format_version} version {f.version} {f.what} [{f.reader}]:\n"
-                f"{f.detail[:2000]}"
+                f"--- seed {f.seed} format {f.format_version} version {f.version} {f.what} "
+                f"[{f.reader}]{note}:\n{f.detail[:2000]}"
             )
         failed_seeds = sorted({f.seed for f in self.failures})
         for seed in failed_seeds:
@@ -741,6 +749,22 @@ def _mirror(
         refusal, problem = None, traceback.format_exc(limit=6)
     held = snapshots_by_delta_version(catalog, name) if catalog.pyiceberg_catalog().table_exists(name) else {}
     return Mirrored(name, fmt, dict(held)), refusal, problem
+
+
+KNOWN_SCHEMA_BUG = "looks like known bug 1: the name mapping lacks the columns of older schemas"
+
+
+def tag_known(failures: list[Failure], spark: SparkSession, root: Path, expected: VersionRows) -> None:
+    """Tag a failure at a version whose columns (by name and type) are not all in the latest version's
+    schema (dropped by an overwrite, a RESTORE or DROP COLUMN, or re-added as another type): the versions
+    where known bug 1 reads nulls. The tag is for triage only; such failures still fail the sweep."""
+    latest = {f.name: f.dataType for f in spark.read.format("delta").load(str(root)).schema.fields}
+    for f in failures:
+        if f.version is None or f.version not in expected.columns:
+            continue
+        old = spark.read.format("delta").option("versionAsOf", f.version).load(str(root)).schema.fields
+        if any(latest.get(field.name) != field.dataType for field in old):
+            f.known = KNOWN_SCHEMA_BUG
 
 
 def check_case(
@@ -801,6 +825,7 @@ def check_case(
                 Failure(seed, "rows", "?", m.format_version, None, traceback.format_exc(limit=4) + str(err))
             ]
         check_filters(spark, catalog, seed, history, m, versions, expected, report)
+    tag_known([f for f in report.failures if f.seed == seed], spark, root, expected)
 
 
 def diagnose(
@@ -947,21 +972,31 @@ def check_filters(
     expected: VersionRows,
     report: SweepReport,
     per_version: int = 3,
-    max_versions: int = 4,
+    max_versions: int = 3,
 ) -> None:
     """Filter queries at a few versions (the last always): each reader's rows against Delta Spark's rows
     for the same predicate, Delta's all read in one job per version."""
     rng = random.Random(seed * 31 + m.format_version)
+    table = catalog.pyiceberg_catalog().load_table(m.table_name)
+    current_ids = {f.name: f.field_id for f in table.schema().fields}
     chosen = sorted(set(rng.sample(list(versions), k=min(max_versions - 1, len(versions)))) | {versions[-1]})
     for v in chosen:
         df = spark.read.format("delta").option("versionAsOf", v).load(str(history.root))
         types = {f.name: spark_type_name(f.dataType) for f in df.schema.fields}
         columns = [c for c in expected.columns[v] if c != "id"] or ["id"]
+        snapshot = table.snapshot_by_id(m.snapshots[v])
+        schema_id = snapshot.schema_id if snapshot is not None else None
+        snapshot_ids = (
+            {f.name: f.field_id for f in table.schemas()[schema_id].fields} if schema_id is not None else {}
+        )
         filters = []
         for _ in range(per_version):
             column = rng.choice(columns)
             values = [from_canonical(row[0], types[column]) for row in expected.project(v, [column])]
-            filters.append(make_filter(rng, column, types[column], values))
+            f = make_filter(rng, column, types[column], values)
+            if snapshot_ids.get(column, -1) != current_ids.get(column, -2):
+                f.pyiceberg = None  # pyiceberg would bind it to the current schema (see the module docstring)
+            filters.append(f)
         try:
             tagged = [df.where(f.spark).withColumn("__q", F.lit(i)) for i, f in enumerate(filters)]
             table = reduce(lambda a, b: a.unionByName(b), tagged).toArrow().to_pylist()
@@ -1001,7 +1036,7 @@ def run_sweep(
     *,
     seconds: float,
     max_cases: int | None = None,
-    ops: tuple[int, int] = (5, 10),
+    ops: tuple[int, int] = (4, 9),
 ) -> SweepReport:
     """Cases `base_seed`, `base_seed + 1`, ... until `seconds` have passed (a case started before then
     is finished) or `max_cases` are done."""
