@@ -1046,8 +1046,8 @@ def run_sweep(
     report = SweepReport(base_seed)
     deadline = time.monotonic() + seconds
     seed = base_seed
-    while (max_cases is None or report.tables < max_cases) and (
-        report.tables == 0 or time.monotonic() < deadline
+    while seed == base_seed or (
+        (max_cases is None or seed - base_seed < max_cases) and time.monotonic() < deadline
     ):
         count = random.Random(seed).randint(*ops)
         try:
