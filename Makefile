@@ -22,7 +22,7 @@ endif
 COPY_JARS = if [ "$(abspath $(JARS_DIR))" != "$(abspath $(MAVEN_JARS))" ]; then \
 	mkdir -p "$(JARS_DIR)/$(1)" && rm -f "$(JARS_DIR)/$(1)"/*.jar && cp $(MAVEN_JARS)/$(1)/*.jar "$(JARS_DIR)/$(1)/"; fi
 
-.PHONY: setup jars jars-s3 lock lock-upgrade demo test test-cli test-unit test-long test-faults test-integration bench \
+.PHONY: setup jars jars-s3 lock lock-upgrade demo test test-cli test-unit test-long test-sweep test-faults test-integration bench \
 	lint check-defs ci-checks ui ui-test clean
 
 setup: $(INSTALLED) $(JARS)
@@ -70,7 +70,7 @@ demo: setup
 	$(BIN)/python -m dv_assets.demo
 
 test: setup lint
-	$(BIN)/pytest -m "not slow and not faults and not integration and not cli"
+	$(BIN)/pytest -m "not slow and not faults and not integration and not cli and not sweep"
 
 # Each subcommand of `dvmirror` through the installed console script (tests/test_cli_*.py): exit codes, text
 # and --json, a follow mode under Delta commits and SIGTERM. Most start a JVM of their own, so they have a
@@ -93,6 +93,12 @@ test-integration: setup $(JARS_S3) $(REST_CATALOG)
 # Longer randomized DML histories; not part of `make test`.
 test-long: setup
 	$(BIN)/pytest -m slow
+
+# The generative conformance sweep (tests/test_sweep.py): random tables of every type, schema changes and
+# DML, both formats, every version and filter queries by every reader, for DVMIRROR_SWEEP_SECONDS (default
+# 1200) from DVMIRROR_SWEEP_SEED (default: a new one); prints the seed and what it compared. Not in make test.
+test-sweep: setup
+	$(BIN)/pytest -m sweep -s tests/test_sweep.py
 
 # The scale figures of issue 9, each next to its target (synthetic tables; takes a while); not part of `make test`.
 # Then the freshness figures of issue 17 (status / no-op sync wall time, sync vs Spark start-up, follow mode

@@ -116,20 +116,42 @@ def _variants_as_json(df: DataFrame) -> DataFrame:
 
 
 def _read_versions(frames: dict[int, DataFrame]) -> VersionRows:
-    """Collect the frames (one per version) in one job: unioned by name, tagged with the version."""
+    """Collect the frames (one per version) in one job: unioned by name, tagged with the version; a
+    VARIANT column as its JSON text (`variant_json`).
+
+    Versions where a column has another type (a name dropped and re-added as another type, a schema
+    overwritten, a widened column) are read in a job of their own group: `unionByName` would cast the
+    values of one to the other's type, and the rows would no longer be what that version holds.
+    """
     variants = {
         f.name for df in frames.values() for f in df.schema.fields if isinstance(f.dataType, VariantType)
     }
     frames = {v: _variants_as_json(df) for v, df in frames.items()}
-    tagged = [df.withColumn(VERSION_COLUMN, F.lit(v)) for v, df in frames.items()]
-    table = reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged).toArrow()
-    union_columns = sorted(c for c in table.column_names if c != VERSION_COLUMN)
+    groups: list[tuple[dict[str, Any], dict[int, DataFrame]]] = []
+    for v, df in frames.items():
+        types = {f.name: f.dataType for f in df.schema.fields}
+        for group_types, group in groups:
+            if all(group_types.get(name, t) == t for name, t in types.items()):
+                group_types.update(types)
+                group[v] = df
+                break
+        else:
+            groups.append((types, {v: df}))
+    tables = []
+    for _, group in groups:
+        tagged = [df.withColumn(VERSION_COLUMN, F.lit(v)) for v, df in group.items()]
+        tables.append(reduce(lambda a, b: a.unionByName(b, allowMissingColumns=True), tagged).toArrow())
+    union_columns = sorted({c for t in tables for c in t.column_names if c != VERSION_COLUMN})
     rows: dict[int, list[tuple]] = {v: [] for v in frames}
-    versions = table.column(VERSION_COLUMN).to_pylist()
-    for version, row in zip(versions, table.select(union_columns).to_pylist(), strict=True):
-        rows[version].append(
-            tuple(variant_json(row[c]) if c in variants else canonical(row[c]) for c in union_columns)
-        )
+    for table in tables:
+        versions = table.column(VERSION_COLUMN).to_pylist()
+        for version, row in zip(versions, table.to_pylist(), strict=True):
+            rows[version].append(
+                tuple(
+                    variant_json(row.get(c)) if c in variants else canonical(row.get(c))
+                    for c in union_columns
+                )
+            )
     return VersionRows(
         columns={v: sorted(df.columns) for v, df in frames.items()},
         union_columns=union_columns,
@@ -219,24 +241,36 @@ def assert_mirrors_match(
     label: str = "",
     pyiceberg_every_version: bool = False,
     pyiceberg: bool = True,
+    versions: Sequence[int] | None = None,
+    expected: VersionRows | None = None,
 ) -> int:
     """Every mirrored version of every mirror equals Delta Spark's rows, through Iceberg Java and DuckDB;
     the final one (`pyiceberg_every_version`: every one) also through pyiceberg, unless `pyiceberg` is
     False (a history that meets a limit of pyiceberg's own, README "Readers": the test pins it).
 
+    `versions` (default: every version of the Delta table, each of which must be mirrored) limits the
+    comparison to those versions, which each mirror must hold (a mirror that refused a later version);
+    `expected` is Delta Spark's rows of them when the caller has read them already (`delta_versions`).
     Returns the number of (mirror, version) pairs compared.
     """
     latest = latest_version(delta_path)
-    versions = list(range(latest + 1))
-    expected = delta_versions(spark, delta_path, versions)
+    every_version = versions is None
+    versions = list(range(latest + 1)) if versions is None else sorted(versions)
+    if expected is None:
+        expected = delta_versions(spark, delta_path, versions)
     compared = 0
     for m in mirrors:
         where = f"{label} {m.table_name} (format {m.format_version})"
-        assert sorted(m.snapshots) == versions, (
-            f"{where}: mirrored {sorted(m.snapshots)}, Delta has {versions}"
-        )
+        if every_version:
+            assert sorted(m.snapshots) == versions, (
+                f"{where}: mirrored {sorted(m.snapshots)}, Delta has {versions}"
+            )
+        else:
+            held = sorted(m.snapshots)
+            assert set(versions) <= set(held), f"{where}: mirrored {held}, not {versions}"
         assert snapshots_by_delta_version(catalog, m.table_name) == m.snapshots, where
-        actual = iceberg_versions(spark, m.table_name, m.snapshots)
+        snapshots = {v: m.snapshots[v] for v in versions}
+        actual = iceberg_versions(spark, m.table_name, snapshots)
         table = read_mirror_table(catalog, m.table_name)
         assert table is not None and table.metadata_location is not None, where
         metadata_location = table.metadata_location
@@ -260,7 +294,7 @@ def assert_mirrors_match(
             want_duckdb = _variant_nulls_as_null(want, expected.columns[v], variants)
             assert duckdb == want_duckdb, _diff(where + " [DuckDB]", v, want_duckdb, duckdb)
             compared += 1
-        for v in (versions if pyiceberg_every_version else [latest]) if pyiceberg else []:
+        for v in (versions if pyiceberg_every_version else versions[-1:]) if pyiceberg else []:
             columns = expected.columns[v]
             read_columns = pyiceberg_columns(catalog, m.table_name, m.snapshots[v])
             assert sorted(read_columns) == sorted(columns), (where, v, read_columns, columns)

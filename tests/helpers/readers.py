@@ -16,6 +16,7 @@ import datafusion
 import deltalake
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyiceberg.expressions import BooleanExpression
 from pyiceberg_core.datafusion import IcebergDataFusionTable
 from pyspark.sql import SparkSession
 
@@ -108,26 +109,40 @@ def duckdb_rows(
 
 
 def filtered_reads(
-    spark: SparkSession, catalog: CatalogConfig, table_name: str, snapshot_id: int, predicate: str
+    spark: SparkSession,
+    catalog: CatalogConfig,
+    table_name: str,
+    snapshot_id: int,
+    predicate: str,
+    *,
+    duckdb_predicate: str | None = None,
+    pyiceberg_filter: str | BooleanExpression | None = None,
+    with_pyiceberg: bool = True,
 ) -> dict[str, list[dict]]:
     """Each Iceberg reader's rows of a snapshot that match `predicate` (text that Spark SQL, DuckDB and
     pyiceberg's row filter all parse, e.g. `f > 1.1`), canonical and sorted. The filter goes to each
-    reader's own scan, so the manifests' column bounds decide which data files it reads at all."""
+    reader's own scan, so the manifests' column bounds decide which data files it reads at all.
+
+    Where the readers' literal syntax differs (a binary or timestamp literal, NaN), `duckdb_predicate`
+    and `pyiceberg_filter` (text, or a pyiceberg expression where its parser has no syntax for the
+    literal) say the same predicate to DuckDB and pyiceberg; `with_pyiceberg=False` leaves pyiceberg out."""
     table = catalog.pyiceberg_catalog().load_table(table_name)
     full_name = f"{ICEBERG_CATALOG_NAME}.{table_name}"
     java = spark.read.option("versionAsOf", snapshot_id).table(full_name).where(predicate)
     duckdb = shared_duckdb().execute(
-        f"SELECT * FROM iceberg_scan(?, snapshot_from_id := ?) WHERE {predicate}",
+        f"SELECT * FROM iceberg_scan(?, snapshot_from_id := ?) WHERE {duckdb_predicate or predicate}",
         [table.metadata_location, snapshot_id],
     )
     let_pyiceberg_read_int96()
-    return {
+    reads = {
         "Iceberg Java": sorted_rows(java.toArrow().to_pylist()),
         "DuckDB": sorted_rows(duckdb.to_arrow_table().to_pylist()),
-        "pyiceberg": sorted_rows(
-            table.scan(row_filter=predicate, snapshot_id=snapshot_id).to_arrow().to_pylist()
-        ),
     }
+    if with_pyiceberg:
+        row_filter = predicate if pyiceberg_filter is None else pyiceberg_filter
+        scan = table.scan(row_filter=row_filter, snapshot_id=snapshot_id)
+        reads["pyiceberg"] = sorted_rows(scan.to_arrow().to_pylist())
+    return reads
 
 
 def duckdb_column_types(metadata_location: str, snapshot_id: int) -> dict[str, str]:

@@ -3,9 +3,9 @@ pyiceberg) and from the fixtures' JSON lines, in one comparable form.
 
 Timestamps with a zone become their UTC text (`2023-05-31 18:58:33.633000+00:00`, as the fixtures write
 them) and naive ones keep no offset, so a timestamp that lost or gained its zone never compares equal.
-Decimals and dates become text, bytes hex, Arrow maps (lists of key/value pairs) dicts. A NaN float
-becomes "NaN" (NaN equals nothing, itself included) and -0.0 "-0.0" (it equals 0.0): so both compare by
-what they are.
+Decimals and dates become text, bytes hex, Arrow maps (lists of key/value pairs) dicts. A float NaN
+becomes the text `NaN` (Python's NaN never equals another NaN, so rows holding one would never compare
+equal) and -0.0 the text `-0.0` (it equals 0.0 in Python, and a reader that loses the sign must not pass).
 """
 
 from __future__ import annotations
@@ -17,10 +17,17 @@ from collections.abc import Iterable, Sequence
 from decimal import Decimal
 from typing import Any
 
+NAN = "NaN"
+NEGATIVE_ZERO = "-0.0"
+
 
 def canonical(value: Any) -> Any:
-    if isinstance(value, float) and (value != value or (value == 0 and math.copysign(1, value) < 0)):
-        return "NaN" if value != value else "-0.0"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return NAN
+        if value == 0.0 and math.copysign(1.0, value) < 0:
+            return NEGATIVE_ZERO
+        return value
     if isinstance(value, dt.datetime):
         return str(value.astimezone(dt.UTC)) if value.tzinfo is not None else str(value)
     if isinstance(value, Decimal | dt.date):
