@@ -1,7 +1,7 @@
 """Ordinary Delta tables nobody here designed for (issue 27): schema history, every partition value,
 updates after schema changes on checkpoint versions. Each history is written by Delta Spark, mirrored in
 both formats (one format in a run per version) and every version compared by Iceberg Java, DuckDB and
-pyiceberg against Delta Spark's rows. Each passed before its fix only where the issue says it did not."""
+pyiceberg against Delta Spark's rows."""
 
 from __future__ import annotations
 
