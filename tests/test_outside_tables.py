@@ -246,3 +246,28 @@ def test_a_partition_column_renamed_under_column_mapping(spark, catalog, tmp_pat
     spark.sql(f"DELETE FROM {ref} WHERE id % 11 = 3")
     latest = latest_version(root)
     assert _mirror_and_compare(spark, catalog, root, "renamed_partition") == 2 * (latest + 1)
+
+
+def test_nested_field_added_and_nullability_relaxed_then_restored(spark, catalog, tmp_path: Path) -> None:
+    """A struct field added, a NOT NULL column made nullable, then a RESTORE to before both and the nested
+    field added again: the older versions keep reading their nested fields (the name mapping's children
+    keep every id) and the field comes back with its id."""
+    root = tmp_path / "nested history"
+    ref = delta_ref(root)
+    spark.sql(
+        f"CREATE TABLE {ref} (id INT NOT NULL, st STRUCT<x: INT, y: STRING>) USING delta "
+        f"TBLPROPERTIES ({tblproperties()})"
+    )
+    spark.sql(
+        f"INSERT INTO {ref} SELECT /*+ REPARTITION(1) */ CAST(id AS INT), "
+        "named_struct('x', CAST(id AS INT), 'y', concat('y', id)) FROM range(0, 30)"
+    )
+    spark.sql(f"ALTER TABLE {ref} ADD COLUMNS (st.z DOUBLE)")
+    spark.sql(f"ALTER TABLE {ref} ALTER COLUMN id DROP NOT NULL")
+    spark.sql(f"INSERT INTO {ref} VALUES (NULL, named_struct('x', 100, 'y', 'n', 'z', 1.5))")
+    spark.sql(f"UPDATE {ref} SET st.z = 2.5 WHERE id % 4 = 0")
+    spark.sql(f"RESTORE TABLE {ref} TO VERSION AS OF 1")
+    spark.sql(f"ALTER TABLE {ref} ADD COLUMNS (st.z DOUBLE)")
+    spark.sql(f"DELETE FROM {ref} WHERE id % 3 = 0")
+    latest = latest_version(root)
+    assert _mirror_and_compare(spark, catalog, root, "nested_history") == 2 * (latest + 1)
