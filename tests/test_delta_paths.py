@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from dv_assets.mirror.delta.paths import _resolve, is_remote, resolve_location, table_root_of
+from dv_assets.mirror.delta.paths import (
+    _resolve,
+    is_remote,
+    readers_keep_apart,
+    resolve_location,
+    table_root_of,
+)
 from dv_assets.mirror.errors import MirrorInputError
 
 ROOT = "/data/my table"
@@ -89,3 +95,32 @@ def test_the_plain_path_shortcut_gives_what_the_rules_give(root: str, path: str)
     """`resolve_location` joins a plain relative path to a plain root with a slash: the answer of the
     general rules (`_resolve`), for every path and root, shortcut or not."""
     assert resolve_location(root, path) == _resolve(root, path)
+
+
+@pytest.mark.parametrize(
+    ("path", "other", "apart"),
+    [
+        # One relative spelling: another entry to Delta Spark (relative kept as written, absolute
+        # qualified) and to delta-rs (path as written), measured in tests/test_path_spellings.py.
+        ("p=a/x.parquet", "/t/p=a/x.parquet", True),
+        ("p=a/x.parquet", "file:///t/p=a/x.parquet", True),
+        ("file:/t/p=a/x.parquet", "p=a/x.parquet", True),
+        ("p=a/x.parquet", "p%3Da/x.parquet", True),
+        ("p=a/part-0.parquet", "p=a/part%2D0.parquet", True),
+        ("x.parquet", "s3://b/t/x.parquet", True),
+        # Two absolute spellings: one file to Delta Spark, two to delta-rs.
+        ("/t/x.parquet", "file:///t/x.parquet", False),
+        ("file:/t/x.parquet", "file:///t/x.parquet", False),
+        ("/t/p=a/x.parquet", "/t/p%3Da/x.parquet", False),
+        ("s3://b/t/x.parquet", "s3a://b/t/x.parquet", False),
+        # A relative spelling Delta Spark may normalise (`.`, `..`, empty segments), or not parse: undecided.
+        ("p=a/x.parquet", "p=a/./x.parquet", False),
+        ("p=a/x.parquet", "p=a//x.parquet", False),
+        ("q/../p=a/x.parquet", "/t/p=a/x.parquet", False),
+        ("b c.parquet", "b%20c.parquet", False),
+        ("x.parquet", "x.parquet", False),
+    ],
+)
+def test_readers_keep_two_spellings_apart_only_where_both_do(path: str, other: str, apart: bool) -> None:
+    assert readers_keep_apart(path, other) is apart
+    assert readers_keep_apart(other, path) is apart

@@ -114,10 +114,11 @@ def test_same_dv_remove_and_add_is_no_change_and_stale_removes_are_ignored(tmp_p
         # another file to delta-kernel-rs and delta-rs, which would read the rows twice.
         ([add("file://{root}/part-0.parquet", dv("dv1"))], "add of 'file://{root}/part-0.parquet'"),
         ([add("part%2D0.parquet", dv("dv1"))], "add of 'part%2D0.parquet' with DV udv1@1"),
-        # A DV update whose remove spells the path otherwise: delta-kernel-rs would keep the old entry too.
+        # A DV update whose remove spells the path otherwise: that remove ends nothing to Delta Spark and
+        # delta-rs, which keep the old entry too and disagree on the rows (tests/test_path_spellings.py).
         (
             [remove("part%2D0.parquet", dv("dv1")), add("part-0.parquet", dv("dv2"))],
-            "remove of 'part%2D0.parquet'",
+            "add of 'part-0.parquet' with DV udv2@1",
         ),
         # Added twice by one commit, under two DV ids.
         ([add("new.parquet"), add("new.parquet", dv("dv3"))], "add of 'new.parquet' with DV udv3@1"),
@@ -140,6 +141,61 @@ def test_a_file_live_twice_is_refused_by_name(tmp_path: Path, commit: list[dict]
         assert Path(err.value.file).name in {"part-0.parquet", "new.parquet"}
         assert err.value.reason.startswith(action.replace("{root}", str(tmp_path))), err.value.reason
         assert "the log is invalid, refused" in err.value.reason
+
+
+@pytest.mark.parametrize(
+    "spelling",
+    [
+        "{root}/p=a/part-0.parquet",
+        "file://{root}/p=a/part-0.parquet",
+        "file:{root}/p=a/part-0.parquet",
+        "p%3Da/part-0.parquet",
+        "p=a/part%2D0.parquet",
+    ],
+)
+def test_a_remove_naming_the_live_file_otherwise_ends_nothing(tmp_path: Path, spelling: str) -> None:
+    """Delta Spark and delta-rs key log replay on the path as written: such a remove leaves the live
+    entry (and its DV) as it was, to both alike (reader table in tests/test_path_spellings.py), so replay
+    ignores it as it ignores a stale DV id; a DV update whose add keeps the live spelling stays refused."""
+    path = spelling.replace("{root}", str(tmp_path))
+    root = write_log(
+        tmp_path,
+        [
+            base_commit(add("p=a/part-0.parquet", dv("dv1")), add("b.parquet")),
+            [info("DELETE"), remove(path, dv("dv1"))],
+            [info("DELETE"), remove("b.parquet")],
+        ],
+    )
+    table = DeltaTable(root)
+    one, two = table.changes(1, 2)
+    assert (one.added, one.removed, one.dv_changed) == ([], [], [])
+    assert names(two.removed) == ["b.parquet"]
+    (live,) = table.state(2).files.values()
+    assert (live.path, live.dv_unique_id) == ("p=a/part-0.parquet", "udv1@1")
+    write_log(
+        root, [[info("DELETE"), remove(path, dv("dv1")), add("p=a/part-0.parquet", dv("dv2"))]], first=3
+    )
+    with pytest.raises(MirrorInputError) as err:
+        table.state(3)
+    assert err.value.reason.startswith("add of 'p=a/part-0.parquet' with DV udv2@1"), err.value.reason
+    assert f"its remove of {path!r} spells the path otherwise" in err.value.reason
+
+
+@pytest.mark.parametrize(
+    ("live", "removed"),
+    [("{root}/x.parquet", "file://{root}/x.parquet"), ("file:{root}/x.parquet", "{root}/x.parquet")],
+)
+def test_a_remove_of_an_absolute_path_spelled_otherwise_is_refused(
+    tmp_path: Path, live: str, removed: str
+) -> None:
+    """Two absolute spellings: Delta Spark removes the file, delta-rs keeps it (test_path_spellings)."""
+    live, removed = (p.replace("{root}", str(tmp_path)) for p in (live, removed))
+    root = write_log(tmp_path, [base_commit(add(live)), [info("DELETE"), remove(removed)]])
+    with pytest.raises(MirrorInputError) as err:
+        DeltaTable(root).state(1)
+    assert err.value.reason.startswith(f"remove of {removed!r} while the same data file is live as {live!r}")
+    assert "readers disagree, refused" in err.value.reason and err.value.version == 1
+    assert Path(err.value.file).name == "x.parquet"
 
 
 def test_identical_re_adds_and_dv_updates_in_either_order_stay_legal(tmp_path: Path) -> None:

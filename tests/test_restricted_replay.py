@@ -41,10 +41,10 @@ def full_replays(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     calls: list[int] = []
     full = DeltaTable._full_replay_changes
 
-    def recorded(self: DeltaTable, listing, start: int, end: int, oldest: int):
+    def recorded(self: DeltaTable, listing, start: int, end: int, oldest: int, *, whole_first: bool = False):
         if self.restricted_replay:
             calls.append(start)
-        return full(self, listing, start, end, oldest)
+        return full(self, listing, start, end, oldest, whole_first=whole_first)
 
     monkeypatch.setattr(DeltaTable, "_full_replay_changes", recorded)
     return calls

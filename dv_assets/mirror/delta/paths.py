@@ -133,3 +133,30 @@ class PathPolicy:
             allowed = " and the allowed roots" if self.allowed_roots else ""
             return f"is outside the table root{allowed} (allow its folder with --allow-root)"
         return None
+
+
+def readers_keep_apart(path: str, other: str) -> bool:
+    """Whether Delta Spark and delta-rs both take two spellings of one location, written differently in
+    the log, for two entries: a `remove` of one then ends nothing live under the other, to both alike.
+
+    delta-rs (delta-kernel-rs) keys log replay on the path as written. Delta Spark keys it on a canonical
+    path: an absolute one (`/t/x`, `file:/t/x`, `file:///t/x`) qualified to one URI, a relative one kept
+    as written. So they agree on two relative spellings (`p=a/x` and `p%3Da/x`) and on a relative and an
+    absolute one, measured in tests/test_path_spellings.py; on two absolute spellings Delta Spark may see
+    one file where delta-rs sees two, and a relative path it might normalise is not decided here (False).
+    """
+    if path == other:
+        return False
+    relative = [not (p.startswith("/") or _SCHEME.match(p)) for p in (path, other)]
+    if not any(relative):
+        return False
+    return all(_kept_relative(p) for p, rel in zip((path, other), relative, strict=True) if rel)
+
+
+def _kept_relative(path: str) -> bool:
+    segments = path.split("/")
+    return bool(_PLAIN_URI_SEGMENTS.fullmatch(path)) and not any(s in ("", ".", "..") for s in segments)
+
+
+# Characters a URI path holds unescaped (RFC 3986 pchar and `/`), and `%` escapes (checked elsewhere).
+_PLAIN_URI_SEGMENTS = re.compile(r"[A-Za-z0-9._~!$&'()*+,;=@%/-]+")

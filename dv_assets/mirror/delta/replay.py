@@ -7,10 +7,13 @@ set is a dict keyed on the decoded location.
 
 That key is only safe because replay refuses the logs where it would pick an answer: an `add` of a
 file already live under another DV id or another spelling of its path (`part-0` and `file:///t/part-0`,
-`a%2Db` and `a-b`) that the same commit does not remove, a `remove` that names the live file under
-another spelling, a checkpoint that lists one file twice. Readers keep both entries of such a file
-(its rows twice) or disagree on it: delta-kernel-rs and delta-rs key on the path as written, Delta
-Spark on the resolved path. An identical re-add (same path as written, same DV id) is harmless.
+`a%2Db` and `a-b`) that the same commit does not remove, a checkpoint that lists one file twice. Delta
+Spark and delta-rs key log replay on the path as written: they keep both entries of such a file (its
+rows twice, which one Iceberg entry per data file cannot hold) and apply its DVs differently. An
+identical re-add (same path as written, same DV id) is harmless. A `remove` that names the live file
+under another spelling ends nothing to both readers alike when one of the two spellings is relative
+(tests/test_path_spellings.py): replay ignores it, as it ignores a remove with a stale DV id. Two
+absolute spellings (`/t/x`, `file:///t/x`) are one file to Delta Spark and two to delta-rs: refused.
 
 Memory: the live set is what a replay keeps, so it keeps each file compactly (actions.py) and keeps
 the stats text only of files someone may still read it from: a VersionChange's added files (the
@@ -39,7 +42,7 @@ from dv_assets.mirror.delta.actions import (
 )
 from dv_assets.mirror.delta.checkpoint_index import CheckpointIndex, CheckpointIndexes
 from dv_assets.mirror.delta.log import AddCandidates, DeltaLog, LogListing
-from dv_assets.mirror.delta.paths import table_root_of
+from dv_assets.mirror.delta.paths import readers_keep_apart, table_root_of
 from dv_assets.mirror.delta.protocol import check_column_mapping, check_protocol
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.io import FileIO
@@ -98,18 +101,31 @@ def apply_commit(
     """
     touched = dict.fromkeys([r.location for r in commit.removes] + [a.location for a in commit.adds])
     before = {loc: files[loc] for loc in touched if loc in files}
+    # Removes that name a live file under another spelling, by location: they end nothing (below).
+    respelled: dict[str, str] = {}
     for remove in commit.removes:
         live = files.get(remove.location)
-        # A remove ends the logical file (path, its DV id) only; a stale DV id leaves the live file alone.
+        # A remove ends the logical file (path as written, its DV id) only: a stale DV id, or the path
+        # spelled otherwise (`/t/x`, `file:///t/x`, `p%3Da/x` for the live `p=a/x`), leaves the live
+        # file alone, to Delta Spark and delta-rs alike (tests/test_path_spellings.py), but for two
+        # absolute spellings, one file to Delta Spark and two to delta-rs.
         if live is not None and live.dv_unique_id == remove.dv_unique_id:
             if live.path != remove.path:
-                raise _conflict(f"remove of {remove.path!r}", live, remove.location)
+                if not readers_keep_apart(live.path, remove.path):
+                    raise _readers_disagree(remove.path, live, remove.location)
+                respelled[remove.location] = remove.path
+                continue
             del files[remove.location]
     for add in commit.adds:
         live = files.get(add.location)
         # Still live here: not removed by this commit (removes went first), or added twice by it.
         if live is not None and (live.path, live.dv_unique_id) != (add.path, add.dv_unique_id):
-            raise _conflict(f"add of {add.path!r} with DV {add.dv_unique_id}", live, add.location)
+            raise _conflict(
+                f"add of {add.path!r} with DV {add.dv_unique_id}",
+                live,
+                add.location,
+                respelled.get(add.location),
+            )
         files[add.location] = add
     added: list[AddFile] = []
     removed: list[AddFile] = []
@@ -125,12 +141,30 @@ def apply_commit(
     return added, removed, dv_changed
 
 
-def _conflict(action: str, live: AddFile, location: str) -> MirrorInputError:
+def _readers_disagree(path: str, live: AddFile, location: str) -> MirrorInputError:
+    return MirrorInputError(
+        f"remove of {path!r} while the same data file is live as {live.path!r} with DV "
+        f"{live.dv_unique_id}: Delta Spark may take the two spellings for one file and remove it (it "
+        "qualifies an absolute path to one URI), delta-rs keeps it live (it keys on the path as "
+        "written); readers disagree, refused",
+        file=location,
+    )
+
+
+def _conflict(
+    action: str, live: AddFile, location: str, respelled_remove: str | None = None
+) -> MirrorInputError:
+    removed_otherwise = (
+        ""
+        if respelled_remove is None
+        else f" (its remove of {respelled_remove!r} spells the path otherwise, which ends nothing)"
+    )
     return MirrorInputError(
         f"{action} while the same data file is live as {live.path!r} with DV {live.dv_unique_id}, "
-        "and the commit does not remove that entry: Delta readers would keep both entries (duplicate "
-        "rows) or disagree on the file (a path spelled differently is another file to delta-kernel-rs "
-        "and delta-rs, the same one to Delta Spark); the log is invalid, refused",
+        f"and the commit does not remove that entry{removed_otherwise}: Delta readers would keep both "
+        "entries (duplicate rows, which one Iceberg entry per data file cannot hold) or disagree on the "
+        "file and its DV (a path spelled differently is another entry to Delta Spark and delta-rs, which "
+        "apply DVs to them differently); the log is invalid, refused",
         file=location,
     )
 
