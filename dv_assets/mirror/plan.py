@@ -554,12 +554,40 @@ def _partition(add: AddFile, metadata: Metadata, schema: Schema) -> tuple:
     if not metadata.partition_columns:  # the common case, called once per file of a version: no name map
         return ()
     physical = metadata.physical_names
+    sources = _partition_sources(metadata, schema)
+    if metadata.column_mapping_mode != "none":
+        _check_binary_partition_values(add, metadata, schema, sources)
     return tuple(
         iceberg_schema.partition_value(add.partition_values.get(physical[column]), schema, source)
-        for column, source in zip(
-            metadata.partition_columns, _partition_sources(metadata, schema), strict=True
-        )
+        for column, source in zip(metadata.partition_columns, sources, strict=True)
     )
+
+
+def _check_binary_partition_values(
+    add: AddFile, metadata: Metadata, schema: Schema, sources: Sequence[str]
+) -> None:
+    """Refuse a binary partition value Iceberg readers would not all read as Delta does, under column
+    mapping. Delta reads the log's value: null for an empty binary, U+FFFD for bytes that are not UTF-8.
+    Delta Spark 4.4 also writes the column into the data file with its own bytes (`b''`, the raw bytes),
+    with its field id, and pyiceberg and DuckDB resolve columns by field id and read the file's, while
+    Iceberg Java takes the partition value. Without column mapping the file's column is mapped away
+    (`_partition_columns_unmapped`); with it, the file's field ids decide, so the mirror cannot give
+    every reader one answer. A null is refused too: the log cannot tell it from an empty binary."""
+    types = {f.name: f.type for f in schema.fields}
+    physical = metadata.physical_names
+    for column, source in zip(metadata.partition_columns, sources, strict=True):
+        if str(types.get(source)) != "binary":
+            continue
+        raw = add.partition_values.get(physical[column])
+        if raw is None or raw == "" or "\ufffd" in raw:
+            shown = "null (or an empty binary)" if not raw else f"{raw!r} (bytes that are not UTF-8)"
+            raise UnsupportedFeatureError(
+                f"binary partition column {column!r} is {shown} under column mapping: Delta reads the "
+                "log's value, but the data file holds the column's own bytes under its field id, which "
+                "pyiceberg and DuckDB read instead (Iceberg Java reads the log's); no Iceberg mirror gives "
+                "every reader Delta's rows",
+                file=add.location,
+            )
 
 
 def _partition_sources(metadata: Metadata, schema: Schema) -> Sequence[str]:
