@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from itertools import repeat
 
 from dv_assets.mirror.delta.actions import AddFile, Metadata
-from dv_assets.mirror.delta.column_mapping import COLUMN_MAPPING_ID, check_field_ids_readable
+from dv_assets.mirror.delta.column_mapping import check_field_ids_readable, mapping_id
 from dv_assets.mirror.delta.paths import PathPolicy
 from dv_assets.mirror.delta.replay import VersionChange
 from dv_assets.mirror.dv.reader import DVTask, resolve_dv_location
@@ -213,6 +213,7 @@ class VersionPlan:
         """The version's commit, with `written`, the delete files the job wrote."""
         change, state, schema, new_schema = self.change, self.state, self.schema, self.new_schema
         metadata = change.metadata
+        partition = Partitioner.of(metadata, schema)
         return CommitRequest(
             delta_version=change.version,
             summary={
@@ -222,9 +223,7 @@ class VersionPlan:
             },
             base_snapshot_id=state.base_snapshot_id,
             add_data_files=DataFiles.of(change.added, state, metadata, new_schema or schema, self.rows),
-            remove_data_files=tuple(
-                _removed_data_file(add, state, metadata, schema) for add in change.removed
-            ),
+            remove_data_files=tuple(_removed_data_file(add, state, partition) for add in change.removed),
             add_delete_files=tuple(written),
             # Every replaced delete goes explicitly, the DV of a removed data file too: Iceberg (v3) does not
             # always drop it itself, and a dangling DV comes back to life when RESTORE re-adds the file.
@@ -260,9 +259,12 @@ class DataFiles(Collection[DataFile]):
         schema: Schema,
         rows: Mapping[str, int],
     ) -> DataFiles:
-        partitions = (
-            [_partition(add, metadata, schema) for add in adds] if metadata.partition_columns else None
-        )
+        partitions = None
+        if metadata.partition_columns:
+            partition = Partitioner.of(metadata, schema)
+            for add in adds:
+                partition.check_added(add)
+            partitions = [partition(add) for add in adds]
         return cls(adds, state, metadata, schema, rows, partitions)
 
     def __len__(self) -> int:
@@ -376,9 +378,10 @@ def _delete_job(
             except MirrorInputError as err:
                 raise InvalidDeletionVectorError(err.reason, file=task.data_file) from None
             checked.add(location)
+    partition = Partitioner.of(change.metadata, schema)
     return DeleteFileJob(
         tasks=tasks,
-        partitions={add.location: _partition(add, change.metadata, schema) for add in new_dvs},
+        partitions={add.location: partition(add) for add in new_dvs},
         data_file_paths={add.location: state.data_file_path(add.location) for add in new_dvs},
         format_version=state.format_version,
         layout=MirrorLayout(state.location),
@@ -506,9 +509,7 @@ def _stale_mapping(
         return True
     mapped = iceberg_schema.mapped_ids(mapping)
     partition_ids = {f.id for f in schema.fields if f.name in partition_columns}
-    history_ids = {
-        i for s in history for i in iceberg_schema.mapped_ids(iceberg_schema.iceberg_name_mapping(s))
-    }
+    history_ids = {i for s in history for i in iceberg_schema.field_ids(s)}
     top_level_partition_names = any(
         name in partition_columns and int(entry["field-id"]) < PARTITION_FILE_COLUMN_ID_BASE
         for entry in mapping
@@ -543,73 +544,80 @@ def _partition_columns_renamed(metadata: Metadata, mirrored: Sequence[str], sche
     if metadata.column_mapping_mode == "none" or schema is None:
         return False
     old_ids = {f.name: f.id for f in schema.fields}
-    new_ids = {f.name: f.metadata.get(COLUMN_MAPPING_ID) for f in metadata.schema.fields}
+    new_ids = {f.name: mapping_id(f) for f in metadata.schema.fields}
     before = [old_ids.get(column) for column in mirrored]
     after = [new_ids.get(column) for column in metadata.partition_columns]
-    return None not in before and before == [None if i is None else int(i) for i in after]
+    return None not in before and before == after
 
 
-def _partition(add: AddFile, metadata: Metadata, schema: Schema) -> tuple:
-    """The data file's partition tuple as Iceberg single-value JSON, in partition-spec order."""
-    if not metadata.partition_columns:  # the common case, called once per file of a version: no name map
-        return ()
-    physical = metadata.physical_names
-    sources = _partition_sources(metadata, schema)
-    if metadata.column_mapping_mode != "none":
-        _check_binary_partition_values(add, metadata, schema, sources)
-    return tuple(
-        iceberg_schema.partition_value(add.partition_values.get(physical[column]), schema, source)
-        for column, source in zip(metadata.partition_columns, sources, strict=True)
-    )
+@dataclass(frozen=True)
+class Partitioner:
+    """A version's data files' partition tuples as Iceberg single-value JSON, in partition-spec order.
 
+    Made once per version (`of`) and called once per file: each partition column's physical name (its key
+    in `partitionValues`) and its name in `schema`, which under column mapping may be the schema before a
+    version that renamed it (matched by field id), are found here, not per file."""
 
-def _check_binary_partition_values(
-    add: AddFile, metadata: Metadata, schema: Schema, sources: Sequence[str]
-) -> None:
-    """Refuse a binary partition value Iceberg readers would not all read as Delta does, under column
-    mapping. Delta reads the log's value: null for an empty binary, U+FFFD for bytes that are not UTF-8.
-    Delta Spark 4.4 also writes the column into the data file with its own bytes (`b''`, the raw bytes),
-    with its field id, and pyiceberg and DuckDB resolve columns by field id and read the file's, while
-    Iceberg Java takes the partition value. Without column mapping the file's column is mapped away
-    (`_partition_columns_unmapped`); with it, the file's field ids decide, so the mirror cannot give
-    every reader one answer. A null is refused too: the log cannot tell it from an empty binary."""
-    types = {f.name: f.type for f in schema.fields}
-    physical = metadata.physical_names
-    for column, source in zip(metadata.partition_columns, sources, strict=True):
-        if str(types.get(source)) != "binary":
-            continue
-        raw = add.partition_values.get(physical[column])
-        if raw is None or raw == "" or "\ufffd" in raw:
-            shown = "null (or an empty binary)" if not raw else f"{raw!r} (bytes that are not UTF-8)"
-            raise UnsupportedFeatureError(
-                f"binary partition column {column!r} is {shown} under column mapping: Delta reads the "
-                "log's value, but the data file holds the column's own bytes under its field id, which "
-                "pyiceberg and DuckDB read instead (Iceberg Java reads the log's); no Iceberg mirror gives "
-                "every reader Delta's rows",
-                file=add.location,
+    schema: Schema
+    columns: tuple[tuple[str, str, str], ...]  # (Delta name, physical name, name in `schema`)
+    # Under column mapping, the binary partition columns (`check_added`).
+    mapped_binary: tuple[tuple[str, str], ...] = ()  # (Delta name, physical name)
+
+    @classmethod
+    def of(cls, metadata: Metadata, schema: Schema) -> Partitioner:
+        if not metadata.partition_columns:  # the common case: no name map
+            return cls(schema, ())
+        physical = metadata.physical_names
+        names = list(metadata.partition_columns)
+        sources = names
+        mapped_binary: tuple[tuple[str, str], ...] = ()
+        if metadata.column_mapping_mode != "none":
+            by_id = {f.id: f.name for f in schema.fields}
+            fields = {f.name: f for f in metadata.schema.fields}
+            sources = [by_id.get(mapping_id(fields[c]), c) if c in fields else c for c in names]
+            types = {f.name: str(f.type) for f in schema.fields}
+            mapped_binary = tuple(
+                (c, physical[c])
+                for c, source in zip(names, sources, strict=True)
+                if types.get(source) == "binary"
             )
+        columns = tuple((c, physical[c], source) for c, source in zip(names, sources, strict=True))
+        return cls(schema, columns, mapped_binary)
+
+    def __call__(self, add: AddFile) -> tuple:
+        return tuple(
+            iceberg_schema.partition_value(add.partition_values.get(physical), self.schema, source)
+            for _, physical, source in self.columns
+        )
+
+    def check_added(self, add: AddFile) -> None:
+        """Refuse a binary partition value Iceberg readers would not all read as Delta does, under column
+        mapping, on a file the version adds. Delta reads the log's value: null for an empty binary, U+FFFD
+        for bytes that are not UTF-8. Delta Spark 4.4 also writes the column into the data file with its own
+        bytes (`b''`, the raw bytes) under its field id; pyiceberg and DuckDB resolve columns by field id
+        and read the file's, Iceberg Java takes the partition value. Without column mapping the file's
+        column is mapped away (`_partition_columns_unmapped`); with it the file's field ids decide, so no
+        mirror gives every reader one answer. A null is refused too: the log cannot tell it from an empty
+        binary."""
+        for column, physical in self.mapped_binary:
+            raw = add.partition_values.get(physical)
+            if raw is None or raw == "" or "\ufffd" in raw:
+                shown = "null (or an empty binary)" if not raw else f"{raw!r} (bytes that are not UTF-8)"
+                raise UnsupportedFeatureError(
+                    f"binary partition column {column!r} is {shown} under column mapping: Delta reads the "
+                    "log's value, but the data file holds the column's own bytes under its field id, which "
+                    "pyiceberg and DuckDB read instead (Iceberg Java reads the log's); no Iceberg mirror "
+                    "gives every reader Delta's rows",
+                    file=add.location,
+                )
 
 
-def _partition_sources(metadata: Metadata, schema: Schema) -> Sequence[str]:
-    """The names in `schema` of `metadata`'s partition columns: the same names, except under column
-    mapping, where `schema` may be the one before a version that renamed one (matched by field id)."""
-    if metadata.column_mapping_mode == "none":
-        return metadata.partition_columns
-    by_id = {f.id: f.name for f in schema.fields}
-    fields = {f.name: f for f in metadata.schema.fields}
-    sources = []
-    for column in metadata.partition_columns:
-        delta_id = fields[column].metadata.get(COLUMN_MAPPING_ID) if column in fields else None
-        sources.append(by_id.get(int(delta_id), column) if delta_id is not None else column)
-    return sources
-
-
-def _removed_data_file(add: AddFile, state: MirrorState, metadata: Metadata, schema: Schema) -> DataFile:
+def _removed_data_file(add: AddFile, state: MirrorState, partition: Partitioner) -> DataFile:
     """A data file to remove: Iceberg matches it by its path as recorded, so neither its rows nor its
     metrics are needed (VACUUM may have deleted the file already)."""
     return DataFile(
         path=state.data_file_path(add.location),
-        partition=_partition(add, metadata, schema),
+        partition=partition(add),
         file_size_in_bytes=add.size,
         record_count=add.num_records or 0,
     )

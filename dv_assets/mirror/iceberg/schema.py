@@ -174,7 +174,12 @@ def _check_upgrade_keeps_ids(previous: Schema, upgraded: Schema) -> None:
 
 def highest_field_id(iceberg_schema: Schema) -> int:
     """The largest field id anywhere in an Iceberg schema (0 when it has no fields)."""
-    return max((field_id for _, field_id in _iceberg_keys(iceberg_schema, "id")), default=0)
+    return max(field_ids(iceberg_schema), default=0)
+
+
+def field_ids(iceberg_schema: Schema) -> set[int]:
+    """Every field id of an Iceberg schema, at any depth (list elements, map keys and values too)."""
+    return {field_id for _, field_id in _iceberg_keys(iceberg_schema, "id")}
 
 
 class _Where(NamedTuple):
