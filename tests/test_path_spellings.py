@@ -178,7 +178,11 @@ def test_a_path_spelling_is_followed_where_delta_readers_agree(
 
     spark_rows = delta_spark_rows(spark, str(root), 5)
     rs_rows = delta_rs_rows(root, 5)
-    assert (spark_rows == rs_rows) is case.agree, (spark_rows, rs_rows)
+    # Where the readers agree the mirror follows them; where it refuses (two absolute spellings, a
+    # re-spelled remove with a re-add), it refuses whatever they read: their agreement there is not
+    # stable (`file:/t/x` against `file:///t/x` disagreed in two full runs and agreed in a third).
+    if case.agree:
+        assert spark_rows == rs_rows, (spark_rows, rs_rows)
     table_name = f"spellings.{case_id.replace('-', '_')}"
     if case.agree:
         sync_table(spark, root, table_name)
