@@ -36,6 +36,7 @@ from pyspark.sql import SparkSession
 from dv_assets.mirror.errors import MirrorConflictError
 from dv_assets.mirror.iceberg.content_files import NO_METRICS, PUFFIN, DataFile, DeleteFile, partition_to_json
 from dv_assets.mirror.iceberg.layout import iceberg_location
+from dv_assets.mirror.iceberg.maintenance import TableState
 from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_VERSION_SUMMARY,
     GC_ENABLED_PROPERTY,
@@ -121,6 +122,14 @@ class IcebergJava:
         metadata = table.operations().current()
         return MirrorTable.from_metadata(
             table_name,
+            json.loads(self._iceberg.TableMetadataParser.toJson(metadata)),
+            str(metadata.metadataFileLocation()),
+        )
+
+    def table_state(self, table_name: str) -> TableState:
+        """What expiry needs of the table (`maintenance.TableState`): refs, snapshots, metadata log."""
+        metadata = self._require(table_name).operations().current()
+        return TableState.of(
             json.loads(self._iceberg.TableMetadataParser.toJson(metadata)),
             str(metadata.metadataFileLocation()),
         )
