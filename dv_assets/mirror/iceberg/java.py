@@ -59,6 +59,8 @@ _CONFLICTS = (
 _UNKNOWN_OUTCOME = "org.apache.iceberg.exceptions.CommitStateUnknownException"
 # The project's JVM helper (jvm/src/main/java/dev/dvmirror/ContentFileBatch.java).
 CONTENT_FILE_BATCH = "dev.dvmirror.ContentFileBatch"
+# Its one door into Iceberg's private members (`_stage_data_manifests`), checked when the catalog starts.
+ICEBERG_INTERNALS = "dev.dvmirror.IcebergInternals"
 # The DVs of a commit, in `ContentFileBatch.stageDeletionVectors`'s lines, beside the JSON lines.
 DV_LINES_FILE = "deletion-vectors.tsv"
 
@@ -81,6 +83,8 @@ class IcebergJava:
         spark_catalog = spark._jsparkSession.sessionState().catalogManager().catalog(ICEBERG_CATALOG_NAME)
         self._catalog = spark_catalog.icebergCatalog()
         self._batch = _helper_class(self._jvm, CONTENT_FILE_BATCH)
+        if data_manifests:  # fails naming what moved, on an Iceberg other than the one jvm/pom.xml pins
+            _helper_class(self._jvm, ICEBERG_INTERNALS).check()
         self._staged: dict[str, Any] = {}
         # The data manifests `_stage_data_manifests` wrote for the commit under way (deleted if it fails).
         self._written_manifests: list[str] = []
