@@ -32,9 +32,10 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, Field
 
-from dv_assets.mirror.iceberg.layout import MirrorLayout, comparable
-from dv_assets.mirror.iceberg.mirror_table import SnapshotFiles
+from dv_assets.mirror.iceberg.layout import MirrorLayout
+from dv_assets.mirror.iceberg.mirror_table import ReferencedFiles
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.locations import comparable
 
 if TYPE_CHECKING:  # a dry run through pyiceberg imports no pyspark
     from dv_assets.mirror.iceberg.java import IcebergJava
@@ -196,8 +197,8 @@ def expired_snapshot_ids(
     return sorted(sid for sid in state.snapshots if sid not in keep)
 
 
-def _union(files: list[SnapshotFiles]) -> SnapshotFiles:
-    return SnapshotFiles(
+def _union(files: list[ReferencedFiles]) -> ReferencedFiles:
+    return ReferencedFiles(
         frozenset().union(*(f.metadata_files for f in files)),
         frozenset().union(*(f.delete_files for f in files)),
     )
@@ -218,7 +219,7 @@ def _cutoff_ms(retention: Retention, now_ms: int) -> int:
 def _reclaim(
     report: MaintenanceReport,
     layout: MirrorLayout,
-    files: Mapping[int, SnapshotFiles],
+    files: Mapping[int, ReferencedFiles],
     expired_ids: set[int],
     retention: Retention,
     io: FileIO,

@@ -304,9 +304,27 @@ class CommitOutcome:
 
 
 @dataclass(frozen=True)
-class SnapshotFiles:
+class ReferencedFiles:
     """The files one snapshot references besides data files: its manifest list and manifests
-    (Iceberg's metadata) and its delete files."""
+    (Iceberg's metadata) and its delete files (what expiring it may free, `maintenance.py`)."""
 
     metadata_files: frozenset[str] = field(default_factory=frozenset)
     delete_files: frozenset[str] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
+class DeleteFileRow:
+    """One delete file of the snapshot as Iceberg's `delete_files` metadata table lists it."""
+
+    file_path: str
+    referenced_data_file: str | None
+    record_count: int
+
+
+@dataclass(frozen=True)
+class SnapshotFiles:
+    """The live content files of a snapshot: its data files' paths and its delete files (DVs, position-
+    and equality-delete files), each as the manifests name it."""
+
+    data_files: frozenset[str]
+    deletes: tuple[DeleteFileRow, ...]

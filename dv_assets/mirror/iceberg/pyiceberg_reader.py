@@ -16,12 +16,16 @@ from typing import Any
 
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.iceberg.maintenance import TableState
-from dv_assets.mirror.iceberg.mirror_table import MirrorTable, Snapshot
-from dv_assets.mirror.iceberg.mirror_table import SnapshotFiles as ReferencedFiles
+from dv_assets.mirror.iceberg.mirror_table import (
+    DeleteFileRow,
+    MirrorTable,
+    ReferencedFiles,
+    Snapshot,
+    SnapshotFiles,
+)
 from dv_assets.mirror.iceberg.types import Schema
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
-from dv_assets.mirror.verify import DeleteFileRow, SnapshotFiles
 
 DATA_CONTENT = 0  # a manifest entry's data_file.content: 0 data, 1 position deletes (and DVs), 2 equality
 DELETED_ENTRY = 2  # a manifest entry's status: 0 existing, 1 added, 2 deleted (not in the snapshot)
