@@ -35,7 +35,6 @@ from pyspark.sql import SparkSession
 
 from dv_assets.mirror.errors import MirrorConflictError
 from dv_assets.mirror.iceberg.content_files import NO_METRICS, PUFFIN, DataFile, DeleteFile, partition_to_json
-from dv_assets.mirror.iceberg.maintenance import TableState
 from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_VERSION_SUMMARY,
     GC_ENABLED_PROPERTY,
@@ -45,6 +44,7 @@ from dv_assets.mirror.iceberg.mirror_table import (
     MirrorTable,
     NewTable,
     ReferencedFiles,
+    TableHistory,
 )
 from dv_assets.mirror.iceberg.types import Schema
 from dv_assets.mirror.locations import iceberg_location
@@ -126,10 +126,10 @@ class IcebergJava:
             str(metadata.metadataFileLocation()),
         )
 
-    def table_state(self, table_name: str) -> TableState:
-        """What expiry needs of the table (`maintenance.TableState`): refs, snapshots, metadata log."""
+    def table_state(self, table_name: str) -> TableHistory:
+        """What expiry needs of the table (`mirror_table.TableHistory`): refs, snapshots, metadata log."""
         metadata = self._require(table_name).operations().current()
-        return TableState.of(
+        return TableHistory.of(
             json.loads(self._iceberg.TableMetadataParser.toJson(metadata)),
             str(metadata.metadataFileLocation()),
         )
