@@ -32,7 +32,7 @@ from pathlib import Path
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-from dv_assets.mirror.delta.log import LOG_DIR
+from dv_assets.mirror.delta.log_files import LOG_DIR
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.errors import MirrorConflictError
 from dv_assets.mirror.iceberg.java import IcebergJava

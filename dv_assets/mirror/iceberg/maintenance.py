@@ -28,23 +28,18 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
-from dv_assets.mirror.iceberg.layout import MirrorLayout, comparable
-from dv_assets.mirror.iceberg.mirror_table import SnapshotFiles
+from dv_assets.mirror.iceberg.layout import MirrorLayout
+from dv_assets.mirror.iceberg.mirror_table import MAX_REF_AGE_MS, ReferencedFiles, TableHistory
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.locations import comparable
 
 if TYPE_CHECKING:  # a dry run through pyiceberg imports no pyspark
     from dv_assets.mirror.iceberg.java import IcebergJava
     from dv_assets.mirror.settings import CatalogConfig
-
-# Iceberg's TableProperties: the metadata log's length, and whether a commit deletes what falls off it.
-PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
-PREVIOUS_VERSIONS_MAX_DEFAULT = 100
-DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
-MAX_REF_AGE_MS = "history.expire.max-ref-age-ms"
 
 
 class Retention(BaseModel):
@@ -95,62 +90,8 @@ class MaintenanceReport:
         return len(self.deleted_files)
 
 
-@dataclass(frozen=True)
-class TableState:
-    """What expiry needs of a table, from its metadata JSON (Iceberg's table spec; either adapter): the
-    snapshots with their parents and times, the refs, the metadata log and the properties."""
-
-    location: str
-    metadata_location: str
-    properties: Mapping[str, str]
-    snapshots: Mapping[int, tuple[int | None, int]]  # id -> (parent id, timestamp ms), in the table's order
-    refs: Mapping[str, Mapping[str, Any]]  # name -> {"snapshot-id", "type", "min-snapshots-to-keep", ...}
-    metadata_log: tuple[str, ...]  # previous metadata files, oldest first
-
-    @classmethod
-    def of(cls, metadata: Mapping[str, Any], metadata_location: str) -> TableState:
-        refs = dict(metadata.get("refs") or {})
-        current = metadata.get("current-snapshot-id")
-        if not refs and current is not None and int(current) != -1:  # v1 metadata may carry no refs
-            refs = {"main": {"snapshot-id": int(current), "type": "branch"}}
-        return cls(
-            location=str(metadata["location"]),
-            metadata_location=metadata_location,
-            properties=dict(metadata.get("properties") or {}),
-            snapshots={
-                int(s["snapshot-id"]): (
-                    None if s.get("parent-snapshot-id") is None else int(s["parent-snapshot-id"]),
-                    int(s["timestamp-ms"]),
-                )
-                for s in metadata.get("snapshots", ())
-            },
-            refs=refs,
-            metadata_log=tuple(str(e["metadata-file"]) for e in metadata.get("metadata-log") or ()),
-        )
-
-    def ancestors(self, snapshot_id: int) -> list[int]:
-        """`snapshot_id` and its ancestors still in the table, newest first (Iceberg's `ancestorsOf`)."""
-        out: list[int] = []
-        current: int | None = snapshot_id
-        while current is not None and current in self.snapshots and current not in out:
-            out.append(current)
-            current = self.snapshots[current][0]
-        return out
-
-    def metadata_log_dropped_by_commit(self) -> list[str]:
-        """The metadata files the next commit deletes: those that fall off the metadata log when the
-        current file joins it (Iceberg's `TableMetadata.addPreviousFile` and
-        `BaseMetastoreTableOperations.deleteRemovedMetadataFiles`), when delete-after-commit is on."""
-        if self.properties.get(DELETE_AFTER_COMMIT, "false").lower() != "true":
-            return []
-        keep = max(1, int(self.properties.get(PREVIOUS_VERSIONS_MAX, PREVIOUS_VERSIONS_MAX_DEFAULT)))
-        if len(self.metadata_log) < keep:
-            return []
-        return list(self.metadata_log[: len(self.metadata_log) - keep + 1])
-
-
 def expired_snapshot_ids(
-    state: TableState, *, older_than_ms: int, retain_last: int, now_ms: int
+    state: TableHistory, *, older_than_ms: int, retain_last: int, now_ms: int
 ) -> list[int]:
     """The snapshots Iceberg Java's `expireSnapshots().expireOlderThan(older_than_ms).retainLast(retain_last)`
     removes (`RemoveSnapshots.internalApply`): every retained ref's snapshot is kept; on each retained
@@ -196,8 +137,8 @@ def expired_snapshot_ids(
     return sorted(sid for sid in state.snapshots if sid not in keep)
 
 
-def _union(files: list[SnapshotFiles]) -> SnapshotFiles:
-    return SnapshotFiles(
+def _union(files: list[ReferencedFiles]) -> ReferencedFiles:
+    return ReferencedFiles(
         frozenset().union(*(f.metadata_files for f in files)),
         frozenset().union(*(f.delete_files for f in files)),
     )
@@ -218,7 +159,7 @@ def _cutoff_ms(retention: Retention, now_ms: int) -> int:
 def _reclaim(
     report: MaintenanceReport,
     layout: MirrorLayout,
-    files: Mapping[int, SnapshotFiles],
+    files: Mapping[int, ReferencedFiles],
     expired_ids: set[int],
     retention: Retention,
     io: FileIO,

@@ -15,13 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from dv_assets.mirror.errors import MirrorInputError
-from dv_assets.mirror.iceberg.maintenance import TableState
-from dv_assets.mirror.iceberg.mirror_table import MirrorTable, Snapshot
-from dv_assets.mirror.iceberg.mirror_table import SnapshotFiles as ReferencedFiles
+from dv_assets.mirror.iceberg.mirror_table import (
+    DeleteFileRow,
+    MirrorTable,
+    ReferencedFiles,
+    Snapshot,
+    SnapshotFiles,
+    TableHistory,
+)
 from dv_assets.mirror.iceberg.types import Schema
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
-from dv_assets.mirror.verify import DeleteFileRow, SnapshotFiles
 
 DATA_CONTENT = 0  # a manifest entry's data_file.content: 0 data, 1 position deletes (and DVs), 2 equality
 DELETED_ENTRY = 2  # a manifest entry's status: 0 existing, 1 added, 2 deleted (not in the snapshot)
@@ -179,8 +183,8 @@ def read_snapshot_files(catalog: CatalogConfig, table_name: str, snapshot_id: in
 
 def table_state_and_files(
     catalog: CatalogConfig, table_name: str
-) -> tuple[TableState, dict[int, ReferencedFiles]] | None:
-    """What expiry needs of the table (`maintenance.TableState`) and, for every snapshot, the files it
+) -> tuple[TableHistory, dict[int, ReferencedFiles]] | None:
+    """What expiry needs of the table (`mirror_table.TableHistory`) and, for every snapshot, the files it
     references besides data files (`IcebergJava.snapshot_files`' values: manifest list, manifests, live
     delete files), read without a JVM; None: no such table. Every manifest is read once."""
     from pyiceberg.avro.file import AvroFile
@@ -204,7 +208,7 @@ def table_state_and_files(
             json.loads(table.metadata.model_dump_json()),
             table.io,
         )
-    state = TableState.of(metadata, location)
+    state = TableHistory.of(metadata, location)
     entry_schema = MANIFEST_ENTRY_SCHEMAS[3]
     status_at, file_at = (
         [f.name for f in entry_schema.fields].index(name) for name in ("status", "data_file")
