@@ -132,7 +132,7 @@ def append_commit(root: Path) -> None:
     """Version 2: a blind append of a copy of the table's data file (10 rows)."""
     name = f"part-{uuid.uuid4()}.parquet"
     shutil.copyfile(root / DATA_FILE, root / name)
-    write_commit(root, 2, [info("WRITE"), {"add": add(name, rows=10, size=(root / name).stat().st_size)}])
+    write_commit(root, 2, [info("WRITE"), add(name, rows=10, size=(root / name).stat().st_size)])
 
 
 def follow_one_commit_each(folder: Path, tables: Path, catalog: CatalogConfig, n: int) -> tuple[float, int]:
