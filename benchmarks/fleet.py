@@ -217,7 +217,7 @@ def fleet_figures(tmp: Path, sizes: tuple[int, ...] = (20, 100)) -> list[Figure 
     small, large = min(sizes), max(sizes)
     seconds, rss = follow[large]
     scaled = seconds * TARGET_TABLES / large
-    note = "" if large == TARGET_TABLES else f" (N={large}, scaled to {TARGET_TABLES})"
+    note = "" if large == TARGET_TABLES else f" (from N={large})"
     return [
         Figure(
             f"fleet: sync --tables s/table at N={large} vs N={small}",
@@ -234,7 +234,7 @@ def fleet_figures(tmp: Path, sizes: tuple[int, ...] = (20, 100)) -> list[Figure 
             at_most=False,
         ),
         Figure(
-            f"fleet: follower, a commit on each of {TARGET_TABLES} tables{note}",
+            f"fleet: follower, a commit on {TARGET_TABLES} tables{note}",
             scaled,
             "s",
             TARGET_SECONDS,
