@@ -128,7 +128,7 @@ def status_text(status: MirrorStatus) -> str:
         ("mirrored version", _or_none(status.mirrored_version)),
         ("Delta latest version", str(status.delta_latest_version)),
         ("lag", f"{status.lag_versions} versions, {waited}" + (" (up to date)" if status.up_to_date else "")),
-        ("readable versions", _readable(status)),
+        ("readable versions", _readable(status)),  # by time travel: their snapshots are retained
         ("snapshot id", _or_none(status.snapshot_id)),
         ("metadata file", _or_none(status.metadata_location)),
         ("format version", _or_none(fmt)),
@@ -146,9 +146,7 @@ def status_text(status: MirrorStatus) -> str:
 
 def _readable(status: MirrorStatus) -> str:
     """The Delta versions a reader can still time-travel to in the mirror (their snapshots retained)."""
-    if not status.readable_versions:
-        return "none"
-    return f"{version_ranges(status.readable_versions)} (time travel; older snapshots expired)"
+    return version_ranges(status.readable_versions)
 
 
 def _or_none(value: object) -> str:
