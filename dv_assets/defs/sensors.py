@@ -6,8 +6,12 @@ the factory per source): a table's sensors are switched on and off, and fail, on
 running unless the table's component says `start_running: false` (Dagster's default status; the instance
 remembers a switch in the UI).
 
-* `delta_version_sensor` lists each source's `_delta_log` (pure Python), adds the new versions as
-  partitions of that source's `delta_versions__<name>` definition in ascending order, and requests ONE
+* `delta_version_sensor` lists each source's `_delta_log` (pure Python) and reads where the mirror
+  stands (pyiceberg, no JVM). It starts after the newest Delta version the mirror holds, so switching it
+  on after a CLI sync, after the demo or after a cursor reset asks for only what is missing (nothing
+  when the mirror is current); its cursor is only an optimisation (`missing_versions`). It adds the
+  missing versions, and the versions the mirror still holds readable, as partitions of that source's
+  `delta_versions__<name>` definition in ascending order (`partitions_to_add`), and requests ONE
   `mirror_<name>` run per source and tick for all of them: a partition-range run (first..last new
   version; the assets' `BackfillPolicy.single_run()`), so a backlog of 1,000 versions is one run and
   one Spark start-up, and each version is still recorded and checked as its own partition. Run key
@@ -15,7 +19,10 @@ remembers a switch in the UI).
   version}` as JSON. Every tick that finds the mirror behind Delta's latest version (new versions or
   not: a run may be queued, running or failed) records an `AssetObservation` of `iceberg/<source>` with
   the lag (`dvmirror/lag_versions`, `dvmirror/lag_seconds`; `lag_metadata`), read without a JVM (the
-  Delta log and pyiceberg). An up-to-date mirror records nothing: a tick every 30 seconds would fill the
+  Delta log and pyiceberg). Once the mirror is current and a Dagster run materialized its newest
+  version, it requests the full scan (`row_count_matches`) of that version once, as a `checks_<name>`
+  run of that check alone (`scan_request`; the mirror job leaves it out, jobs.py). An up-to-date mirror
+  records nothing: a tick every 30 seconds would fill the
   event log with zeros, and the materialization that catches the mirror up records its lag (0).
   From the same reading it evaluates `mirror_lag_within_freshness` (iceberg/freshness.py) and reports
   the evaluation only when its outcome (PASS, WARN, FAIL) differs from the last one reported, or
