@@ -68,6 +68,7 @@ def test_status_json_of_a_mirror_behind_its_delta_table(behind) -> None:
     assert one["snapshot_id"] == snapshots_by_delta_version(catalog, "st.t")[0]
     assert one["metadata_location"] == table.metadata_location
     assert one["format_version"] == 3
+    assert one["readable_versions"] == [0]  # time travel: the versions whose snapshots are retained
     assert (one["live_rows"], one["live_data_files"], one["live_delete_files"]) == (10, 1, 0)
 
 
@@ -88,6 +89,7 @@ def test_status_text_once_up_to_date(behind) -> None:
         "mirrored version": "1",
         "Delta latest version": "1",
         "lag": "0 versions, 0.0 s (up to date)",
+        "readable versions": "0..1",
         "snapshot id": str(snapshot_id),
         "metadata file": metadata,
         "format version": "3",

@@ -12,17 +12,24 @@ import pytest
 from dv_assets.defs.iceberg.freshness import MIRROR_LAG_CHECK
 from dv_assets.defs.partition_events import RECORDED_AGAIN
 from dv_assets.defs.sensors import mirror_range_request
-from dv_assets.defs.status_metadata import LAG_SECONDS, LAG_VERSIONS
+from dv_assets.defs.status_metadata import (
+    LAG_SECONDS,
+    LAG_VERSIONS,
+    METADATA_WHEN_MATERIALIZED,
+    READABLE_VERSIONS,
+)
 from dv_assets.defs.table_metadata import delta_column_schema, iceberg_column_schema
 from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.mirror_table import CommitRequest
+from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.iceberg.types import Schema
 from dv_assets.mirror.placement import ExecutorPolicy
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import (
     add_partitions,
     build_source,
+    check_executions,
     checks_by_partition,
     checks_passed,
     definitions,
@@ -171,12 +178,17 @@ def test_mirror_in_order_reports_gaps_and_existing_snapshots(spark, catalog, cop
         assert [m.partition for m in run_materializations(first, key)] == ["0", "1", "2", "3"]
         assert latest_materialization(instance, key) == ("3", 3)
         current = mirrored["3"]
-        assert (current["mirrored_delta_version"], current["live_rows"]) == (3, current["dagster/row_count"])
+        assert (current["mirrored_delta_version"], current["live_rows"]) == (
+            "3",
+            current["dagster/row_count"],
+        )
         assert current["current_snapshot_id"] == current["snapshot_id"]
-        assert current["metadata_location"].endswith(".metadata.json")
+        assert current[METADATA_WHEN_MATERIALIZED].endswith(".metadata.json")
+        assert current["dagster/uri"] == read_mirror_table(catalog, built.source.iceberg_table).location
+        assert "Delta version **3**" in current["overview"]
         assert "mirrored_delta_version" not in mirrored["2"]
         # The lag on every materialization: Delta is at 15, the mirror at 3.
-        assert {(m[LAG_VERSIONS], m["delta_latest_version"]) for m in mirrored.values()} == {(12, 15)}
+        assert {(m[LAG_VERSIONS], m["delta_latest_version"]) for m in mirrored.values()} == {(12, "15")}
         assert all(m[LAG_SECONDS] > 0 for m in mirrored.values())
 
         snapshots = spark.sql(f"SELECT * FROM {built.source.spark_table}.snapshots").count()
@@ -202,7 +214,7 @@ def test_mirror_in_order_reports_gaps_and_existing_snapshots(spark, catalog, cop
         assert [m.partition for m in run_materializations(below, key)] == ["3", "9"]
         nine = run_materializations(below, key)[-1]
         assert nine.description == RECORDED_AGAIN
-        assert nine.metadata["mirrored_delta_version"].value == 9
+        assert nine.metadata["mirrored_delta_version"].value == "9"
         assert latest_materialization(instance, key) == ("9", 9)
         assert set(checks_by_partition(below)) == {"3", "9"}
 
@@ -221,7 +233,7 @@ def test_mirror_in_order_reports_gaps_and_existing_snapshots(spark, catalog, cop
         assert [m.partition for m in recorded] == [str(v) for v in range(10, 16)]
         assert {m.description for m in recorded} == {"mirrored before the run failed"}
         assert latest_materialization(instance, key) == ("15", 15)
-        assert recorded[-1].metadata["mirrored_delta_version"].value == 15
+        assert recorded[-1].metadata["mirrored_delta_version"].value == "15"
         assert recorded[-1].metadata[LAG_VERSIONS].value == 0
         assert materialized_order(instance, key) == [
             *("0", "1", "2", "3"),
@@ -247,14 +259,34 @@ def test_a_backlog_is_one_run_with_every_version_recorded_and_checked(spark, cat
         delta = materializations(run, source.delta_asset_key)
         mirror = materializations(run, source.mirror_asset_key)
         assert sorted(delta, key=int) == sorted(mirror, key=int) == versions
-        assert all(delta[p]["delta_version"] == mirror[p]["delta_version"] == int(p) for p in versions)
+        assert all(delta[p]["delta_version"] == int(mirror[p]["delta_version"]) == int(p) for p in versions)
         assert len({m["snapshot_id"] for m in mirror.values()}) == 16
         v6 = mirror["6"]  # replaces a DV: its own figures, not the run's
-        assert (v6["operation"], v6["dvs_copied"], v6["deletes_replaced"]) == ("DELETE", 1, 1)
+        assert (v6["operation"], v6["dvs_copied"], v6["details"]["deletes_replaced"]) == ("DELETE", 1, 1)
         # Where its DV work ran and why: the driver, on the tests' local master, with the threshold in force.
         master = spark.sparkContext.master
-        assert (v6["dvs_converted_on"], v6["dv_placement"]) == ("driver", f"driver: local master {master}")
-        assert v6["executor_threshold"] == ExecutorPolicy().describe()
+        placement = (v6["details"]["dvs_converted_on"], v6["details"]["dv_placement"])
+        assert placement == ("driver", f"driver: local master {master}")
+        assert v6["details"]["executor_threshold"] == ExecutorPolicy().describe()
+        # Numbers only for quantities: identifiers are text, so the UI plots no snapshot id.
+        numeric = {
+            k
+            for k, v in run_materializations(run, source.mirror_asset_key)[-1].metadata.items()
+            if isinstance(v, dg.IntMetadataValue | dg.FloatMetadataValue)
+        }
+        assert numeric == {
+            "dagster/row_count",
+            "dvs_copied",
+            "bytes_written",
+            "duration_seconds",
+            LAG_VERSIONS,
+            LAG_SECONDS,
+            "run_duration_seconds",
+            "dvs_copied_in_run",
+            "bytes_written_in_run",
+            "live_rows",
+            "live_dvs",
+        }
         assert mirror["15"]["mirrored_versions"] == ", ".join(versions)
         assert "mirrored_versions" not in mirror["14"]  # the run's totals go on its newest version only
         assert recorded_materializations(instance, source.mirror_asset_key, versions) == mirror
@@ -277,33 +309,42 @@ def test_a_backlog_is_one_run_with_every_version_recorded_and_checked(spark, cat
             assert latest_materialization(instance, key) == ("15", 15)
         newest = mirror["15"]
         assert (newest["mirrored_delta_version"], newest["dagster/row_count"], newest["live_rows"]) == (
-            15,
+            "15",
             35,
             35,
         )
         assert newest["current_snapshot_id"] == newest["snapshot_id"]
         live_dvs = spark.sql(f"SELECT * FROM {source.spark_table}.delete_files").count()
         assert (newest["live_dvs"], newest[LAG_VERSIONS], newest[LAG_SECONDS]) == (live_dvs, 0, 0.0)
-        assert newest["live_data_files"] == delta["15"]["live_data_files"]
+        assert newest["details"]["live_data_files"] == delta["15"]["live_data_files"]
+        assert newest[READABLE_VERSIONS] == "0..15"
         assert all(mirror[p][LAG_VERSIONS] == 0 for p in versions)  # recorded after the whole backlog
 
         # ... and is checked, each result on its own partition, in the run and the instance: the blocking
-        # checks on every version, the full scan on the newest.
-        assert checks_by_partition(run) == checked_in_run(range(16), 15)
-        by_version = {(e.check_name, e.partition): e for e in run.get_asset_check_evaluations()}
-        assert by_version["row_count_matches", "15"].metadata["delta_version"].value == 15
+        # checks on every version; the full scan is not in the mirror run.
+        assert checks_by_partition(run) == dict.fromkeys(versions, BLOCKING_PASS)
         for e in run.get_asset_check_evaluations():  # each linked to its version's materialization
             assert e.target_materialization_data is not None
+        # The next tick requests the full scan of the newest version, a checks run of that check alone.
+        scan_tick = evaluate_sensor(defs, source.version_sensor_name, instance, tick.cursor)
+        (scan,) = launch_requested_runs(defs, instance, scan_tick)
+        assert scan.success and scan_tick.run_requests[0].run_key == f"{source.name}:scan:v15"
+        (scanned,) = scan.get_asset_check_evaluations()
+        assert (scanned.check_name, scanned.partition, scanned.passed) == ("row_count_matches", "15", True)
+        assert scanned.metadata["delta_version"].value == 15
         statuses = recorded_check_status(instance, source.mirror_asset_key, CHECKS, versions)
         assert statuses == {
-            p: {
-                "metadata_row_count_matches": "SUCCEEDED",
-                "one_dv_per_data_file": "SUCCEEDED",
-                "row_count_matches": "SUCCEEDED" if p == "15" else "PLANNED",  # the UI: skipped
-            }
+            p: {"metadata_row_count_matches": "SUCCEEDED", "one_dv_per_data_file": "SUCCEEDED"}
+            | ({"row_count_matches": "SUCCEEDED"} if p == "15" else {})
             for p in versions
         }
-        assert evaluate_sensor(defs, source.version_sensor_name, instance, tick.cursor).run_requests == []
+        # No execution stays PLANNED after its run finished (the UI's SKIPPED beside the passed ones).
+        executions = check_executions(instance, source.mirror_asset_key, CHECKS)
+        assert len(executions) == 16 * 2 + 1
+        assert [e for e in executions if e[2] == "PLANNED"] == []
+        assert (
+            evaluate_sensor(defs, source.version_sensor_name, instance, scan_tick.cursor).run_requests == []
+        )
 
 
 @pytest.mark.spark
@@ -335,7 +376,7 @@ def test_a_check_failing_on_an_earlier_version_of_the_run_fails_the_run(spark, c
         # The mirror kept the file's true count (its DV changed, the file was not re-added): both the
         # metadata check (Delta's log vs. Iceberg's summary) and the full scan see the lie.
         wrong = {"metadata_row_count_matches": False, "one_dv_per_data_file": True}
-        expected = checked_in_run(range(8, 16), 15)
+        expected = {str(v): BLOCKING_PASS for v in range(8, 16)}
         assert checks_by_partition(run) == expected | {"8": wrong, "9": wrong}
         failed = {(e.check_name, e.partition): e for e in run.get_asset_check_evaluations() if not e.passed}
         fast = failed["metadata_row_count_matches", "8"]
@@ -365,8 +406,8 @@ def test_a_check_failing_on_an_earlier_version_of_the_run_fails_the_run(spark, c
         assert rows["delta_rows_from_log"].value == rows["iceberg_rows_read"].value + 1
         assert fast.metadata["iceberg_rows_from_summary"].value == rows["iceberg_rows_read"].value
         recorded = recorded_check_status(instance, source.mirror_asset_key, ["row_count_matches"], versions)
-        assert {p for p, s in recorded.items() if s["row_count_matches"] == "FAILED"} == {"8", "9"}
-        assert recorded["15"]["row_count_matches"] == "SUCCEEDED"
+        assert {p for p, s in recorded.items() if s.get("row_count_matches") == "FAILED"} == {"8", "9"}
+        assert recorded["15"] == {}  # never scanned: no execution, so no SKIPPED one
 
 
 @pytest.mark.spark

@@ -10,19 +10,24 @@ import pytest
 
 from dv_assets.defs.iceberg.checks import one_dv_result, row_count_result
 from dv_assets.defs.sensors import mirror_range_request
+from dv_assets.mirror.cli_status import status_text, table_status
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.layout import MirrorLayout
+from dv_assets.mirror.iceberg.maintenance import expire_and_reclaim
+from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import (
     add_partitions,
     build_source,
+    check_executions,
     definitions,
+    evaluate_sensor,
+    execute_run_request,
     hash_tree,
     latest_materialization,
     make_source,
-    materialize_version,
+    materializations,
     recorded_materializations,
-    resources,
 )
 
 
@@ -85,7 +90,7 @@ def test_cleanup_reclaims_only_mirror_owned_files(spark, catalog, copy_fixture, 
 
 
 @pytest.mark.spark
-def test_expired_versions_are_observed_as_expired_and_cannot_be_materialized_again(
+def test_expired_versions_are_observed_as_expired_and_leave_the_partitions(
     spark, catalog, copy_fixture
 ) -> None:
     source = make_source(copy_fixture("dv-partitioned-with-checkpoint"), retain_last=3)
@@ -94,12 +99,7 @@ def test_expired_versions_are_observed_as_expired_and_cannot_be_materialized_aga
     key = dg.AssetKey(source.mirror_asset_key)
     with dg.instance_for_test() as instance:
         add_partitions(instance, built, list(range(6)))
-        mirrored = dg.materialize(
-            built.assets,
-            instance=instance,
-            resources=resources(catalog),
-            tags=mirror_range_request(source, 0, 5).tags,
-        )
+        mirrored = execute_run_request(defs, instance, mirror_range_request(source, 0, 5))
         assert mirrored.success
         cleanup = defs.resolve_job_def(source.cleanup_job_name).execute_in_process(instance=instance)
         assert cleanup.success
@@ -111,6 +111,12 @@ def test_expired_versions_are_observed_as_expired_and_cannot_be_materialized_aga
         (table,) = [o for o in observations if o.partition is None]
         assert table.metadata["retained_delta_versions"].value == "3..5"
         assert table.metadata["expired_delta_versions"].value == "0..2"
+        # The metadata file after the cleanup rewrote it: the current one, not the materialization's.
+        current = read_mirror_table(catalog, source.iceberg_table)
+        assert current is not None
+        assert table.metadata["metadata_location"].value == current.metadata_location
+        at_run = recorded_materializations(instance, source.mirror_asset_key, ["5"])["5"]
+        assert at_run["metadata_location_when_materialized"] != current.metadata_location
         expired = {o.partition: o.metadata for o in observations if o.partition is not None}
         assert sorted(expired) == ["0", "1", "2"]
         materialized = recorded_materializations(instance, source.mirror_asset_key, ["0", "1", "2"])
@@ -118,16 +124,66 @@ def test_expired_versions_are_observed_as_expired_and_cannot_be_materialized_aga
             assert metadata["status"].value == metadata["dvmirror/time_travel"].value == "expired"
             assert metadata["snapshot_id"].value == materialized[partition]["snapshot_id"]
             assert metadata["expired_by_run"].value == cleanup.run_id
-        # ... as the instance holds them for each partition (what the UI's partition view shows).
+        # The Partitions view shows the versions still readable; every record of the others is kept.
+        assert instance.get_dynamic_partitions(source.partitions_name) == ["3", "4", "5"]
         recorded = instance.fetch_observations(
             dg.AssetRecordsFilter(asset_key=key, asset_partitions=["1"]), limit=1
         ).records
         assert recorded[0].asset_observation.metadata["status"].value == "expired"
+        history = check_executions(instance, source.mirror_asset_key, ["metadata_row_count_matches"])
+        assert {(p, status) for _, p, status, _ in history} >= {("1", "SUCCEEDED")}
+        # The version sensor (no cursor) does not add them back, and asks for the versions after the
+        # mirror's newest only.
+        tick = evaluate_sensor(defs, source.version_sensor_name, instance, None)
+        (add,) = tick.dynamic_partitions_requests
+        assert list(add.partition_keys) == [str(v) for v in range(6, 16)]
+        (run,) = tick.run_requests
+        assert run.run_key == f"{source.name}:v6-15"
 
-        # An expired version cannot be mirrored again; the run fails before committing anything.
-        again = materialize_version(built, catalog, instance, 1, raise_on_error=False)
-        assert not again.success
-        (failure,) = again.get_step_failure_events()
-        message = failure.step_failure_data.error.message
-        assert "version(s) 1 were mirrored but their snapshots are no longer retained" in message
-        assert latest_materialization(instance, source.mirror_asset_key) == ("5", 5)
+
+@pytest.mark.spark
+def test_a_run_of_expired_versions_records_them_and_keeps_their_checks(spark, catalog, copy_fixture) -> None:
+    """Snapshots expired outside Dagster (`dvmirror expire`): a run asked for those versions again
+    succeeds, records them as expired (observations) and the retained ones as already mirrored, and the
+    checks of the expired ones keep their last result (no SKIPPED execution). `dvmirror status` lists
+    the versions still readable."""
+    source = make_source(copy_fixture("dv-partitioned-with-checkpoint"), retain_last=3)
+    built = build_source(source)
+    defs = definitions([source], catalog)
+    key = source.mirror_asset_key
+    with dg.instance_for_test() as instance:
+        add_partitions(instance, built, list(range(6)))
+        assert execute_run_request(defs, instance, mirror_range_request(source, 0, 5)).success
+        expire_and_reclaim(IcebergJava(spark), source.iceberg_table, source.retention)
+
+        again = execute_run_request(defs, instance, mirror_range_request(source, 0, 5))
+        assert again.success
+        in_run = materializations(again, key)
+        assert sorted(in_run, key=int) == ["3", "4", "5"]
+        assert {m["status"] for m in in_run.values()} == {"already mirrored: nothing committed"}
+        assert in_run["5"]["mirrored_versions"] == "none: all already mirrored"
+        expired = {
+            e.event_specific_data.asset_observation.partition: e.event_specific_data.asset_observation
+            for e in again.all_events
+            if e.event_type_value == "ASSET_OBSERVATION"
+        }
+        assert sorted(expired) == ["0", "1", "2"]
+        assert all(
+            o.metadata["status"].value.startswith("already mirrored: its snapshot has expired")
+            for o in expired.values()
+        )
+        assert latest_materialization(instance, key) == ("5", 5)
+        # Every check planned on the range has a result: the expired versions' last one, kept.
+        evaluations = {(e.check_name, e.partition): e for e in again.get_asset_check_evaluations()}
+        assert {p for _, p in evaluations} == {str(v) for v in range(6)}
+        assert all(e.passed for e in evaluations.values())
+        assert "snapshot has since expired" in (
+            evaluations["metadata_row_count_matches", "1"].description or ""
+        )
+        executions = check_executions(instance, key, ["metadata_row_count_matches", "one_dv_per_data_file"])
+        assert [e for e in executions if e[2] == "PLANNED"] == []
+
+    status = table_status(catalog, source.iceberg_table, None)
+    assert status.readable_versions == (3, 4, 5)
+    (line,) = [line for line in status_text(status).splitlines() if "readable versions:" in line]
+    assert line.split(":", 1)[1].strip() == "3..5"

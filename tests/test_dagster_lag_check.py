@@ -105,7 +105,7 @@ def test_the_sensor_reports_a_failing_lag_once_per_outcome(tmp_path: Path, catal
         )
         assert failed.description.endswith("s, past the 24.0 h fail window")
         metadata = {k: v.value for k, v in failed.metadata.items()}
-        assert (metadata["dvmirror/lag_versions"], metadata["delta_latest_version"]) == (2, 1)
+        assert (metadata["dvmirror/lag_versions"], metadata["delta_latest_version"]) == (2, "1")
         assert 30 * 3600 <= metadata["dvmirror/lag_seconds"] < 30 * 3600 + 60
         cursor = json.loads(first.cursor)
         assert cursor[source.name] == 1 and cursor[f"{source.name}:lag_outcome"] == LagOutcome.FAIL
@@ -175,7 +175,7 @@ def test_a_quiet_table_whose_mirror_is_current_passes(spark, catalog, copy_fixtu
         assert passed.passed and passed.description == "up to date: Delta version 1 is mirrored"
         assert {k: v.value for k, v in passed.metadata.items()} == {
             "dvmirror/lag_versions": 0,
-            "delta_latest_version": 1,
+            "delta_latest_version": "1",
             "dvmirror/lag_seconds": 0.0,
         }
         quiet = evaluate_sensor(defs, source.version_sensor_name, instance, caught_up.cursor)

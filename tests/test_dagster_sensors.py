@@ -119,7 +119,7 @@ def lag_observations(instance: dg.DagsterInstance, source: DeltaSource) -> list[
 
 
 def assert_lag(observed: dict, versions: int, latest: int, waiting_since_ms: int, began: float) -> None:
-    assert (observed["dvmirror/lag_versions"], observed["delta_latest_version"]) == (versions, latest)
+    assert (observed["dvmirror/lag_versions"], observed["delta_latest_version"]) == (versions, str(latest))
     # Seconds since the first missing commit, measured during the tick (rounded to milliseconds).
     assert began - waiting_since_ms / 1000 - 0.001 <= observed["dvmirror/lag_seconds"]
     assert observed["dvmirror/lag_seconds"] <= time.time() - waiting_since_ms / 1000 + 0.001
@@ -188,3 +188,41 @@ def test_delta_version_sensor_records_the_lag_on_every_tick_behind_and_none_once
         assert third.asset_events == [] and third.run_requests == []
         record_tick(instance, third)
         assert len(lag_observations(instance, source)) == 2
+
+
+@pytest.mark.spark
+def test_switching_the_sensor_on_after_a_sync_requests_only_the_missing_versions(
+    spark, catalog, copy_fixture
+) -> None:
+    """The sensor starts after the newest version the mirror holds, read from the mirror: after a CLI
+    sync, or with its cursor reset, it requests only what is missing, and no run when the mirror is
+    current; the versions the mirror holds still become partitions (none of them requested)."""
+    table = copy_fixture("dv-partitioned-with-checkpoint")
+    source = make_source(table)
+    sync_table(spark, table, source.iceberg_table, until_version=5)  # as `dvmirror sync` does
+    defs = definitions([source], catalog)
+    with dg.instance_for_test() as instance:
+        first = evaluate_sensor(defs, source.version_sensor_name, instance, None)
+        (add,) = first.dynamic_partitions_requests
+        assert list(add.partition_keys) == [str(v) for v in range(16)]  # held 0..5, missing 6..15
+        (run,) = first.run_requests
+        assert (run.tags[RANGE_START], run.tags[RANGE_END], run.run_key) == (
+            "6",
+            "15",
+            f"{source.name}:v6-15",
+        )
+        record_tick(instance, first)
+
+        # The rest mirrored outside Dagster: an empty (reset) or a stale cursor asks for nothing.
+        sync_table(spark, table, source.iceberg_table)
+        for cursor in (None, json.dumps({source.name: 3})):
+            tick = evaluate_sensor(defs, source.version_sensor_name, instance, cursor)
+            assert tick.run_requests == [] and tick.dynamic_partitions_requests == []
+            assert json.loads(tick.cursor)[source.name] == 15
+
+    # A fresh instance (the sensor switched on after the CLI): every held version a partition, no run.
+    with dg.instance_for_test() as instance:
+        tick = evaluate_sensor(defs, source.version_sensor_name, instance, None)
+        assert tick.run_requests == []
+        (add,) = tick.dynamic_partitions_requests
+        assert list(add.partition_keys) == [str(v) for v in range(16)]

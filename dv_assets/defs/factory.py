@@ -103,7 +103,7 @@ def build_source_definitions(source: DeltaSource, settings: MirrorSettings) -> d
             build_delta_version_sensor(
                 [source],
                 {source.name: built.partitions_def},
-                [built.mirror_job],
+                [built.mirror_job, built.checks_job],
                 catalog,
                 source.version_sensor_name,
             ),

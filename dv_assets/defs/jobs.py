@@ -6,8 +6,10 @@ tags set to a range); and `cleanup` (snapshot expiry and reclaiming the mirror's
 maintenance.py).
 
 Which versions the checks evaluate (iceberg/checks.py): in `mirror_<name>` the blocking checks run on
-every version the run covers and the full scan (`row_count_matches`) on the newest version of its range
-only, so a backlog costs one scan; `checks_<name>` evaluates every check on every version it is asked for.
+every version the run covers; the full scan (`row_count_matches`) is not in it: a check planned in a
+partition-range run is recorded for every partition of the range (SKIPPED where not evaluated), so the
+version sensor requests the scan of the mirror's newest version as a `checks_<name>` run of that check
+alone (a backlog costs one scan). `checks_<name>` evaluates every check on every version it is asked for.
 The lag check (`mirror_lag_within_freshness`, iceberg/freshness.py) is not partitioned: `checks_<name>`
 evaluates it once per run, on the table as it is then; `mirror_<name>` leaves it out (the version sensor
 reports it as the mirror catches up).
@@ -24,6 +26,12 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 )
 
 from dv_assets.defs.sources import DeltaSource
+from dv_assets.mirror import ROW_COUNT_SCAN
+
+
+def scan_check_key(source: DeltaSource) -> dg.AssetCheckKey:
+    """The full scan (`row_count_matches`), which `mirror_<name>` leaves out."""
+    return dg.AssetCheckKey(dg.AssetKey(source.mirror_asset_key), ROW_COUNT_SCAN)
 
 
 def build_mirror_job(
@@ -36,11 +44,13 @@ def build_mirror_job(
         selection=dg.AssetSelection.assets(
             dg.AssetKey(source.delta_asset_key), dg.AssetKey(source.mirror_asset_key)
         )
-        - dg.AssetSelection.checks(*lag_checks),
+        - dg.AssetSelection.checks(*lag_checks)
+        - dg.AssetSelection.checks(scan_check_key(source)),
         partitions_def=partitions_def,
         description=f"Record Delta versions of {source.name} (one partition or a range, in one run) and "
         f"mirror them into {source.iceberg_table}, one snapshot each, then run the blocking checks on "
-        "every version's snapshot and the full row-count scan on the newest version's.",
+        "every version's snapshot (the version sensor then requests the full row-count scan of the "
+        "newest version, in a checks run of its own).",
         tags=source.tags,
     )
 

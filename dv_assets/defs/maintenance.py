@@ -2,12 +2,23 @@
 (snapshot expiry past the source's retention; only the mirror's own files are ever deleted), reported as
 asset observations of `iceberg/<source>`:
 
-* one for the table: what was expired and reclaimed, and the Delta versions still retained
-  (`retained_delta_versions`), i.e. those a reader can still time-travel to;
+* one for the table: what was expired and reclaimed, the Delta versions still retained
+  (`retained_delta_versions`), i.e. those a reader can still time-travel to, and the table's metadata
+  file after the cleanup rewrote it (`metadata_location`: the materializations' own location,
+  `metadata_location_when_materialized`, is older now);
 * one per expired version's partition (`status: expired`, `dvmirror/time_travel: expired`, the snapshot
-  and the cleanup run): the partition stays materialized in Dagster (it was mirrored), but its snapshot,
-  and the delete files its materialization lists, are gone. Materializing it again fails (a mirror never
-  goes back; iceberg/assets.py).
+  and the cleanup run): its snapshot, and the delete files its materialization lists, are gone.
+
+Expired partitions then leave the table's partitions (`retire_expired_partitions`), so the Partitions
+view shows exactly the versions a reader can still time-travel to. Dagster 1.13 shows a partition as
+materialized, failed, in progress or missing, nothing else: "failed" takes a failed run that planned it
+(red, for a healthy mirror), and "missing" a partition wipe, which its SQL event-log storages do not
+implement (`wipe_asset_partitions` raises NotImplementedError). Deleting the dynamic partition keeps
+every record: the materializations, check executions and the "expired" observation stay in the event
+log under the partition's key (`fetch_materializations` with `asset_partitions=[key]` still returns
+them). The version sensor never adds an expired version back (it adds the readable and the missing
+ones, after the newest partition). A run that names an expired version anyway (a cleanup by `dvmirror
+expire`) succeeds and records it as expired (iceberg/assets.py).
 """
 
 import dagster as dg
@@ -15,11 +26,9 @@ from pydantic import Field
 
 from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.defs.status_metadata import RETAINED_VERSIONS, version_ranges
+from dv_assets.defs.status_metadata import METADATA_LOCATION, RETAINED_VERSIONS, TIME_TRAVEL, version_ranges
 from dv_assets.mirror import IcebergJava, MaintenanceReport, MirrorTable, expire_and_reclaim
 from resources.spark import IcebergSparkResource
-
-TIME_TRAVEL = "dvmirror/time_travel"
 
 MAX_LISTED = 50
 
@@ -73,8 +82,8 @@ def expired_partition_observations(
             metadata={
                 "status": dg.MetadataValue.text("expired"),
                 TIME_TRAVEL: dg.MetadataValue.text("expired"),
-                "delta_version": dg.MetadataValue.int(version),
-                "snapshot_id": dg.MetadataValue.int(snapshot_id),
+                "delta_version": dg.MetadataValue.text(str(version)),
+                "snapshot_id": dg.MetadataValue.text(str(snapshot_id)),
                 "expired_by_run": dg.MetadataValue.dagster_run(context.run_id),
                 RETAINED_VERSIONS: dg.MetadataValue.text(retained),
             },
@@ -82,6 +91,18 @@ def expired_partition_observations(
         for version, snapshot_id in sorted(expired.items())
         if partition_key(version) in materialized
     ]
+
+
+def retire_expired_partitions(
+    instance: dg.DagsterInstance, source: DeltaSource, expired: list[int]
+) -> list[str]:
+    """Take the expired versions' partitions out of the table's partitions (see the module's docstring
+    for why, and what is kept); the keys taken out."""
+    existing = set(instance.get_dynamic_partitions(source.partitions_name))
+    retired = [partition_key(v) for v in sorted(expired) if partition_key(v) in existing]
+    for key in retired:
+        instance.delete_dynamic_partition(source.partitions_name, key)
+    return retired
 
 
 def cleanup_run_config(source: DeltaSource) -> dict:
@@ -119,6 +140,9 @@ def build_cleanup_job(sources: list[DeltaSource], job_name: str, op_name: str) -
                 iceberg, source.iceberg_table, source.retention, dry_run=config.dry_run
             )
             versions, expired = expiry_metadata(report, before)
+            after = before if config.dry_run else iceberg.load(source.iceberg_table)
+            if after is not None and after.metadata_location is not None:
+                versions[METADATA_LOCATION] = dg.MetadataValue.path(after.metadata_location)
             context.log.info(
                 f"{name}: expired {len(report.expired_snapshot_ids)} of {report.snapshots_before} "
                 f"snapshots, reclaimed {report.files_reclaimed} files, {report.bytes_reclaimed} bytes"
@@ -133,6 +157,9 @@ def build_cleanup_job(sources: list[DeltaSource], job_name: str, op_name: str) -
                 retained = versions[RETAINED_VERSIONS].value
                 for observation in expired_partition_observations(context, source, expired, str(retained)):
                     context.log_event(observation)
+                retired = retire_expired_partitions(context.instance, source, list(expired))
+                if retired:
+                    context.log.info(f"{name}: partitions {', '.join(retired)} retired (snapshots expired)")
             totals["files_reclaimed"] += report.files_reclaimed
             totals["bytes_reclaimed"] += report.bytes_reclaimed
             totals["snapshots_expired"] += len(report.expired_snapshot_ids)

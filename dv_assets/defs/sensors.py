@@ -6,8 +6,12 @@ the factory per source): a table's sensors are switched on and off, and fail, on
 running unless the table's component says `start_running: false` (Dagster's default status; the instance
 remembers a switch in the UI).
 
-* `delta_version_sensor` lists each source's `_delta_log` (pure Python), adds the new versions as
-  partitions of that source's `delta_versions__<name>` definition in ascending order, and requests ONE
+* `delta_version_sensor` lists each source's `_delta_log` (pure Python) and reads where the mirror
+  stands (pyiceberg, no JVM). It starts after the newest Delta version the mirror holds, so switching it
+  on after a CLI sync, after the demo or after a cursor reset asks for only what is missing (nothing
+  when the mirror is current); its cursor is only an optimisation (`missing_versions`). It adds the
+  missing versions, and the versions the mirror still holds readable, as partitions of that source's
+  `delta_versions__<name>` definition in ascending order (`partitions_to_add`), and requests ONE
   `mirror_<name>` run per source and tick for all of them: a partition-range run (first..last new
   version; the assets' `BackfillPolicy.single_run()`), so a backlog of 1,000 versions is one run and
   one Spark start-up, and each version is still recorded and checked as its own partition. Run key
@@ -15,7 +19,10 @@ remembers a switch in the UI).
   version}` as JSON. Every tick that finds the mirror behind Delta's latest version (new versions or
   not: a run may be queued, running or failed) records an `AssetObservation` of `iceberg/<source>` with
   the lag (`dvmirror/lag_versions`, `dvmirror/lag_seconds`; `lag_metadata`), read without a JVM (the
-  Delta log and pyiceberg). An up-to-date mirror records nothing: a tick every 30 seconds would fill the
+  Delta log and pyiceberg). Once the mirror is current and a Dagster run materialized its newest
+  version, it requests the full scan (`row_count_matches`) of that version once, as a `checks_<name>`
+  run of that check alone (`scan_request`; the mirror job leaves it out, jobs.py). An up-to-date mirror
+  records nothing: a tick every 30 seconds would fill the
   event log with zeros, and the materialization that catches the mirror up records its lag (0).
   From the same reading it evaluates `mirror_lag_within_freshness` (iceberg/freshness.py) and reports
   the evaluation only when its outcome (PASS, WARN, FAIL) differs from the last one reported, or
@@ -40,13 +47,16 @@ import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,  # what dg.define_asset_job returns; not exported as dg.*
 )
+from dagster._core.event_api import PartitionKeyFilter  # the check-storage query's filter; not dg.*
+from dagster._core.storage.dagster_run import IN_PROGRESS_RUN_STATUSES  # queued..started; not dg.*
 from dagster._core.storage.tags import (  # the tags of a partition-range run; not exported as dg.*
     ASSET_PARTITION_RANGE_END_TAG,
     ASSET_PARTITION_RANGE_START_TAG,
 )
 
-from dv_assets.defs.delta.assets import partition_key
+from dv_assets.defs.delta.assets import partition_key, version_of
 from dv_assets.defs.iceberg.freshness import REPORT_EVERY_SECONDS, lag_check_evaluation, lag_check_result
+from dv_assets.defs.jobs import scan_check_key
 from dv_assets.defs.maintenance import cleanup_run_config
 from dv_assets.defs.sources import VERSIONS_TAG, DeltaSource
 from dv_assets.defs.status_metadata import lag_metadata
@@ -191,33 +201,100 @@ def build_delta_version_sensor(
             if not listed.status.up_to_date:
                 items.append(lag_observation(source, listed.status))
             items += lag_check_report(context, source, listed.status, cursor)
-        seen = cursor.get(source.name)
-        first = listed.oldest if seen is None else max(seen + 1, listed.oldest)
-        versions = list(range(first, listed.latest + 1))
-        if not versions:
-            return items
+        versions = missing_versions(listed, cursor.get(source.name))
+        readable = () if listed.status is None else listed.status.readable_versions
         partitions_def = partitions[source.name]
         assert partitions_def.name is not None
-        existing = set(context.instance.get_dynamic_partitions(partitions_def.name))
-        to_add = [partition_key(v) for v in versions if partition_key(v) not in existing]
+        existing = context.instance.get_dynamic_partitions(partitions_def.name)
+        to_add = partitions_to_add(existing, [*readable, *versions], listed.latest)
         if to_add:
             items.append(partitions_def.build_add_request(to_add))
-        cursor[source.name] = listed.latest
-        context.log.info(f"{source.name}: new Delta versions {versions[0]}..{versions[-1]}")
+        cursor[source.name] = max(listed.latest, cursor.get(source.name, -1))
+        if not versions:
+            scan = scan_request(context, source, listed.status)
+            return items if scan is None else [*items, scan]
+        context.log.info(f"{source.name}: Delta versions {versions[0]}..{versions[-1]} to mirror")
         return [*items, mirror_range_request(source, versions[0], listed.latest)]
 
     return _per_source_sensor(
         name=name,
         jobs=jobs,
         minimum_interval_seconds=30,
-        description="Finds new commits in each source's _delta_log; adds them as partitions (ascending) "
-        "and requests one mirror run per source for all of them (a partition range); records the mirror's "
+        description="Finds the Delta commits the mirror does not hold yet (after its newest version, read "
+        "from the mirror); adds them as partitions (ascending) and requests one mirror run per source for "
+        "all of them (a partition range), and the full row-count scan of the newest version once it is "
+        "mirrored; records the mirror's "
         "lag (dvmirror/lag_versions, dvmirror/lag_seconds) on iceberg/<source> while it is behind, and "
         "the mirror_lag_within_freshness check when its outcome changes (or every 10 minutes).",
         sources=sources,
         read=lambda source, _: _listing(source, catalog),
         unreadable=lambda source: f"cannot list {source.delta_path}",
         act=new_versions,
+    )
+
+
+def missing_versions(listed: DeltaListing, seen: int | None) -> list[int]:
+    """The Delta versions to request a mirror run for: those after the newest one the mirror holds
+    (read from the mirror itself, so a mirror synced by the CLI, by the demo, or before the cursor was
+    reset is not asked for again), from the oldest the log can reconstruct. The cursor (the newest
+    version already requested) is only an optimisation: it keeps a tick from requesting again what a
+    queued, running or failed run covers. When the mirror cannot be read, the cursor alone decides."""
+    held = None if listed.status is None else listed.status.mirrored_version
+    first = max(
+        listed.oldest,
+        -1 if seen is None else seen + 1,
+        -1 if held is None else held + 1,
+    )
+    return list(range(first, listed.latest + 1))
+
+
+def partitions_to_add(existing: Sequence[str], versions: Sequence[int], latest: int) -> list[str]:
+    """The partitions to add for `versions` (the mirror's readable versions and the missing ones), in
+    ascending order and after the newest partition there is: a dynamic partitions definition orders its
+    keys as they were added, so a version older than an existing key is not added out of order (an
+    expired version is not among them: the cleanup job took its partition out, maintenance.py)."""
+    newest = max((version_of(k) for k in existing), default=-1)
+    keys = sorted({v for v in versions if newest < v <= latest})
+    return [partition_key(v) for v in keys]
+
+
+def scan_request(
+    context: dg.SensorEvaluationContext, source: DeltaSource, status: MirrorStatus | None
+) -> dg.RunRequest | None:
+    """The full scan (`row_count_matches`, not part of `mirror_<name>`: jobs.py) of the mirror's newest
+    version, as a `checks_<name>` run of that check alone, once: when the mirror is up to date, a Dagster
+    run materialized that version, no execution of the scan on it is recorded (of any status: a queued
+    one counts), and no mirror run of the table is queued or running. A mirror written outside Dagster
+    (the CLI) asks for no run."""
+    if status is None or status.mirrored_version is None or not status.up_to_date:
+        return None
+    version = status.mirrored_version
+    key = partition_key(version)
+    instance = context.instance
+    materialized = instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=dg.AssetKey(source.mirror_asset_key), asset_partitions=[key]),
+        limit=1,
+    ).records
+    if not materialized or not materialized[0].run_id:
+        return None
+    scan = scan_check_key(source)
+    if instance.event_log_storage.get_asset_check_execution_history(
+        scan, limit=1, partition_filter=PartitionKeyFilter(key=key)
+    ):
+        return None
+    active = instance.get_runs(
+        filters=dg.RunsFilter(job_name=source.mirror_job_name, statuses=list(IN_PROGRESS_RUN_STATUSES)),
+        limit=1,
+    )
+    if active:
+        return None
+    context.log.info(f"{source.name}: full scan of Delta version {version} (the mirror's newest)")
+    return dg.RunRequest(
+        run_key=f"{source.name}:scan:v{version}",
+        job_name=source.checks_job_name,
+        asset_check_keys=[scan],
+        partition_key=key,
+        tags={**source.tags, VERSIONS_TAG: key},
     )
 
 

@@ -1,4 +1,5 @@
-"""Dagster's standard table metadata (`dagster/row_count`, `dagster/column_schema`, `dagster/table_name`)
+"""Dagster's standard table metadata (`dagster/row_count`, `dagster/column_schema`, `dagster/table_name`,
+and for the mirror `dagster/uri`)
 for both sides of a mirror, from metadata only (never a data scan):
 
 * Iceberg: the snapshot summary's `total-records` minus `total-position-deletes` (Iceberg v3 deletion
@@ -15,7 +16,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 import dagster as dg
-from dagster._core.definitions.metadata import TableMetadataSet  # the dagster/* table keys; not dg.* in 1.13
+from dagster._core.definitions.metadata import TableMetadataSet  # the dagster/* table keys; not dg.*
+from dagster._core.definitions.metadata.metadata_set import UriMetadataSet  # dagster/uri; not dg.*
 
 if TYPE_CHECKING:
     from dv_assets.mirror import MirrorTable, Schema, SchemaNode, StructType
@@ -46,17 +48,22 @@ def iceberg_column_schema(schema: Schema) -> dg.TableSchema:
 
 def iceberg_snapshot_metadata(mirror: MirrorTable, snapshot_id: int, table_name: str) -> dict[str, Any]:
     """The dagster/* table metadata of one snapshot of the mirror table: its rows (when the summary can
-    tell, `SnapshotTotals.live_rows`) and its own schema (a version mirrored before a schema change keeps
-    the old columns)."""
+    tell, `SnapshotTotals.live_rows`), its own schema (a version mirrored before a schema change keeps
+    the old columns), and the table's location as `dagster/uri` (the metadata file changes with every
+    commit and cleanup; the table's location does not)."""
+    uri = dict(UriMetadataSet(uri=mirror.location))
     snapshot = mirror.snapshot(snapshot_id)
     if snapshot is None:
-        return dict(TableMetadataSet(table_name=table_name))
-    return dict(
-        TableMetadataSet(
-            row_count=snapshot.totals.live_rows,
-            column_schema=iceberg_column_schema(mirror.schema_of(snapshot)),
-            table_name=table_name,
+        return dict(TableMetadataSet(table_name=table_name)) | uri
+    return (
+        dict(
+            TableMetadataSet(
+                row_count=snapshot.totals.live_rows,
+                column_schema=iceberg_column_schema(mirror.schema_of(snapshot)),
+                table_name=table_name,
+            )
         )
+        | uri
     )
 
 

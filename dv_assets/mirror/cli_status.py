@@ -31,7 +31,7 @@ from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.identity import check_mirrors
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import CatalogConfig
-from dv_assets.mirror.status import MirrorStatus, mirror_status
+from dv_assets.mirror.status import MirrorStatus, mirror_status, version_ranges
 
 
 def add_status_command(commands: Any) -> None:
@@ -77,6 +77,7 @@ def run_status(args: argparse.Namespace) -> int:
             traceback.print_exc()
         return report_failure(args, EXIT_INTERNAL_ERROR, internal_error_line(err, None))
     if args.json:
+        # readable_versions: the Delta versions whose snapshots the mirror retains (time travel).
         tables = [{**asdict(s), "up_to_date": s.up_to_date} for s in statuses]
         print(json.dumps({"ok": True, "tables": tables}, indent=2))
     else:
@@ -127,6 +128,7 @@ def status_text(status: MirrorStatus) -> str:
         ("mirrored version", _or_none(status.mirrored_version)),
         ("Delta latest version", str(status.delta_latest_version)),
         ("lag", f"{status.lag_versions} versions, {waited}" + (" (up to date)" if status.up_to_date else "")),
+        ("readable versions", _readable(status)),  # by time travel: their snapshots are retained
         ("snapshot id", _or_none(status.snapshot_id)),
         ("metadata file", _or_none(status.metadata_location)),
         ("format version", _or_none(fmt)),
@@ -140,6 +142,11 @@ def status_text(status: MirrorStatus) -> str:
         rows.append(("first readable version", f"{first} ({before} no longer readable in Delta)"))
     width = max(len(label) for label, _ in rows) + 1
     return "\n".join([status.iceberg_table, *(f"  {label + ':':<{width}} {value}" for label, value in rows)])
+
+
+def _readable(status: MirrorStatus) -> str:
+    """The Delta versions a reader can still time-travel to in the mirror (their snapshots retained)."""
+    return version_ranges(status.readable_versions)
 
 
 def _or_none(value: object) -> str:

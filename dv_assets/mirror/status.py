@@ -2,6 +2,9 @@
 mirror's current snapshot. Read from the Delta log and a `MirrorTable` value (pyiceberg or Iceberg Java),
 so it needs no JVM; the Dagster overview and sensors, and `dvmirror status`, all report this one value.
 
+`readable_versions` are the Delta versions a reader can still time-travel to in the mirror: those whose
+snapshot the table retains (the cleanup job and `dvmirror expire` expire the others).
+
 The lag in seconds is how long the oldest Delta commit the mirror lacks has been waiting: 0 when the
 mirror is up to date, and it grows until that commit is mirrored, whatever came after it.
 """
@@ -9,7 +12,8 @@ mirror is up to date, and it grows until that commit is mirrored, whatever came 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.iceberg.mirror_table import FIRST_READABLE_VERSION_PROPERTY, MirrorTable
@@ -33,6 +37,8 @@ class MirrorStatus:
     # The first Delta version the mirror could start at (its versions before are no longer readable in
     # Delta); None: the mirror started at version 0, or records none.
     first_readable_version: int | None = None
+    # The Delta versions whose snapshots the mirror retains (readable by time travel), ascending.
+    readable_versions: tuple[int, ...] = field(default=())
 
     @property
     def up_to_date(self) -> bool:
@@ -86,7 +92,33 @@ def mirror_status(
         live_data_files=None if totals is None else totals.data_files,
         live_delete_files=None if totals is None else totals.delete_files,
         first_readable_version=None if mirror is None else first_readable_version(mirror),
+        readable_versions=() if mirror is None else readable_versions(mirror),
     )
+
+
+def readable_versions(mirror: MirrorTable) -> tuple[int, ...]:
+    """The Delta versions whose snapshots `mirror` retains (a reader can time-travel to them), ascending."""
+    return tuple(sorted({s.delta_version for s in mirror.mirror_snapshots() if s.delta_version is not None}))
+
+
+def expired_versions(mirror: MirrorTable | None, versions: Iterable[int]) -> list[int]:
+    """Those of `versions` the mirror holds (at or below its current version, from its first readable
+    one) whose snapshots it no longer retains: expired by the cleanup job or `dvmirror expire`."""
+    if mirror is None or (last := mirror.last_mirrored_version) is None:
+        return []
+    first = first_readable_version(mirror) or 0
+    return [v for v in versions if first <= v <= last and mirror.snapshot_for_version(v) is None]
+
+
+def version_ranges(versions: Iterable[int]) -> str:
+    """Delta versions as ascending ranges: `0..3, 5, 7..9` (compact for a long retained history)."""
+    spans: list[list[int]] = []
+    for v in sorted(set(versions)):
+        if spans and v == spans[-1][1] + 1:
+            spans[-1][1] = v
+        else:
+            spans.append([v, v])
+    return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in spans) or "none"
 
 
 def first_readable_version(mirror: MirrorTable) -> int | None:

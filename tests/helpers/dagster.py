@@ -123,10 +123,17 @@ def record_tick(instance: dg.DagsterInstance, tick: dg.SensorResult) -> None:
 def execute_run_request(
     defs: dg.Definitions, instance: dg.DagsterInstance, run: dg.RunRequest
 ) -> dg.ExecuteInProcessResult:
-    """A requested run, with the request's job, run config and tags, in-process against `instance`."""
+    """A requested run, with the request's job, run config, tags, partition and check selection (as the
+    daemon launches it: only the checks a request names), in-process against `instance`."""
     assert run.job_name is not None
-    return defs.resolve_job_def(run.job_name).execute_in_process(
-        instance=instance, run_config=dict(run.run_config), tags=dict(run.tags), raise_on_error=False
+    job = defs.resolve_job_def(run.job_name)
+    if run.asset_check_keys is not None:
+        job = job.get_subset(asset_selection=set(), asset_check_selection=set(run.asset_check_keys))
+    tags = dict(run.tags)
+    if run.partition_key is not None:
+        tags["dagster/partition"] = run.partition_key
+    return job.execute_in_process(
+        instance=instance, run_config=dict(run.run_config), tags=tags, raise_on_error=False
     )
 
 
@@ -196,7 +203,7 @@ def latest_materialization(instance: dg.DagsterInstance, key: list[str]) -> tupl
     event = instance.get_latest_materialization_event(dg.AssetKey(key))
     assert event is not None and event.asset_materialization is not None
     materialization = event.asset_materialization
-    return materialization.partition or "", materialization.metadata["delta_version"].value
+    return materialization.partition or "", int(materialization.metadata["delta_version"].value)
 
 
 def recorded_materializations(
@@ -212,6 +219,19 @@ def recorded_materializations(
         materialization = record.asset_materialization
         assert materialization is not None
         out[partition] = {k: v.value for k, v in materialization.metadata.items()}
+    return out
+
+
+def check_executions(instance: dg.DagsterInstance, key: list[str], check_names: list[str]) -> list[tuple]:
+    """Every execution of the checks the instance's check storage holds: (check, partition, status,
+    run finished), newest first per check. A PLANNED execution of a finished run is what the UI shows
+    as SKIPPED (or EXECUTION_FAILED when the run failed)."""
+    out = []
+    for name in check_names:
+        check_key = dg.AssetCheckKey(dg.AssetKey(key), name)
+        for record in instance.event_log_storage.get_asset_check_execution_history(check_key, limit=1000):
+            run = instance.get_run_by_id(record.run_id) if record.run_id else None
+            out.append((name, record.partition, record.status.value, run is None or run.is_finished))
     return out
 
 

@@ -5,17 +5,19 @@ backfill launched in the UI, is one run and one Spark session). It calls `sync_t
 until_version=<the range's last version>)`, which mirrors every version not yet mirrored up to there, in
 order, each as its own snapshot; every version is recorded as a materialization of its own partition
 with its own metadata (`version_metadata`, its snapshot's dagster/* table metadata) and the mirror's lag
-(`dvmirror/lag_versions`, `dvmirror/lag_seconds`). They are logged in ascending version order, so the
+(`dvmirror/lag_versions`, `dvmirror/lag_seconds`), identifiers as text, quantities as numbers, the rest
+in one `details` value (status_metadata.py). They are logged in ascending version order, so the
 newest is the asset's latest materialization (partition_events.py), and that one also carries the
 run's figures and the mirror's current state (status_metadata.py: mirrored version, rows, live DVs,
 current snapshot, metadata location): what the asset's overview shows.
 
-* A version already mirrored reports its existing snapshot (`existing_metadata`); nothing is committed.
+* A run is idempotent: a version already mirrored reports its existing snapshot (`existing_metadata`,
+  status "already mirrored"); one whose snapshot has expired (cleanup job) is recorded as an observation
+  of its partition (status "expired"; `expired_observations` says why not a materialization). Nothing is
+  committed for either, the run succeeds, and only the versions after the mirror's are mirrored.
 * Versions below the range not yet mirrored (a single partition materialized past a gap, or an earlier
   run that failed) are mirrored first and recorded as materializations of their own partitions; the
   checks evaluate them too (checks.py).
-* A mirror never goes back: a version at or below the last mirrored one whose snapshot has expired
-  cannot be mirrored again; the run fails naming it before committing anything.
 * When a version fails, the versions committed before it are recorded before the run fails.
 * A run of versions all older than the mirror's current one records the current one again, last.
 """
@@ -23,6 +25,7 @@ current snapshot, metadata location): what the asset's overview shows.
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 from dagster._core.definitions.metadata import TableMetadataSet  # the dagster/* table keys; not dg.* in 1.13
@@ -35,7 +38,14 @@ from dv_assets.defs.partition_events import (
     no_derived_materializations,
 )
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.defs.status_metadata import current_state_metadata, lag_metadata
+from dv_assets.defs.status_metadata import (
+    READABLE_VERSIONS,
+    TIME_TRAVEL,
+    current_state_metadata,
+    details,
+    lag_metadata,
+    merge_metadata,
+)
 from dv_assets.defs.table_metadata import iceberg_snapshot_metadata
 from dv_assets.mirror import (
     IcebergJava,
@@ -45,57 +55,67 @@ from dv_assets.mirror import (
     MirrorTable,
     Snapshot,
     VersionResult,
+    expired_versions,
     first_readable_version,
     mirror_status,
     read_mirror_table,
+    readable_versions,
     sync_table,
+    version_ranges,
 )
 from resources.spark import IcebergSparkResource
 
 
-def _files_md(paths: list[str]) -> str:
-    if not paths:
-        return "_no delete files written_"
-    return "\n".join(f"- `{p}`" for p in paths)
-
-
-def version_metadata(result: VersionResult, table: str) -> dict[str, dg.MetadataValue]:
+def version_metadata(result: VersionResult, table: str) -> dict[str, Any]:
+    """One mirrored version: identifiers as text, quantities as numbers, the rest as details."""
     puffins = [p for p in result.delete_files if p.endswith(".puffin")]
     parquets = [p for p in result.delete_files if p.endswith(".parquet")]
     return {
         "status": dg.MetadataValue.text("mirrored"),
-        "iceberg_table": dg.MetadataValue.text(table),
-        "delta_version": dg.MetadataValue.int(result.delta_version),
-        "snapshot_id": dg.MetadataValue.int(result.snapshot_id),
+        "delta_version": dg.MetadataValue.text(str(result.delta_version)),
+        "snapshot_id": dg.MetadataValue.text(str(result.snapshot_id)),
         "operation": dg.MetadataValue.text(result.operation or "UNKNOWN"),
-        "data_files_added": dg.MetadataValue.int(result.data_files_added),
-        "data_files_removed": dg.MetadataValue.int(result.data_files_removed),
         "dvs_copied": dg.MetadataValue.int(result.dvs_written),
-        "deletes_replaced": dg.MetadataValue.int(result.deletes_replaced),
         "bytes_written": dg.MetadataValue.int(result.bytes_written),
-        "dvs_converted_on": dg.MetadataValue.text(result.dvs_converted_on),
-        "dv_placement": dg.MetadataValue.text(result.dv_placement),
-        "executor_threshold": dg.MetadataValue.text(result.executor_threshold),
-        "dv_seconds": dg.MetadataValue.float(result.dv_seconds),
-        "puffin_files": dg.MetadataValue.int(len(puffins)),
-        "parquet_delete_files": dg.MetadataValue.int(len(parquets)),
-        "delete_files": dg.MetadataValue.md(_files_md(result.delete_files)),
         "duration_seconds": dg.MetadataValue.float(result.seconds),
+        **details(
+            {
+                "iceberg_table": table,
+                "data_files_added": result.data_files_added,
+                "data_files_removed": result.data_files_removed,
+                "deletes_replaced": result.deletes_replaced,
+                "dvs_converted_on": result.dvs_converted_on,
+                "dv_placement": result.dv_placement,
+                "executor_threshold": result.executor_threshold,
+                "dv_seconds": result.dv_seconds,
+                "puffin_files": len(puffins),
+                "parquet_delete_files": len(parquets),
+                "delete_files": list(result.delete_files),
+            }
+        ),
     }
 
 
-def existing_metadata(snapshot: Snapshot, table: str) -> dict[str, dg.MetadataValue]:
+ALREADY_MIRRORED = "already mirrored: nothing committed"
+EXPIRED = "already mirrored: its snapshot has expired (cleanup job), nothing committed"
+
+
+def existing_metadata(snapshot: Snapshot, table: str) -> dict[str, Any]:
     totals = snapshot.totals
     return {
-        "status": dg.MetadataValue.text("already mirrored: nothing committed"),
-        "iceberg_table": dg.MetadataValue.text(table),
-        "delta_version": dg.MetadataValue.int(snapshot.delta_version or 0),
-        "snapshot_id": dg.MetadataValue.int(snapshot.snapshot_id),
+        "status": dg.MetadataValue.text(ALREADY_MIRRORED),
+        "delta_version": dg.MetadataValue.text(str(snapshot.delta_version)),
+        "snapshot_id": dg.MetadataValue.text(str(snapshot.snapshot_id)),
         "operation": dg.MetadataValue.text(snapshot.delta_operation),
         "dvs_copied": dg.MetadataValue.int(snapshot.dvs_added),
         "bytes_written": dg.MetadataValue.int(0),
-        "total_records": dg.MetadataValue.int(totals.records or 0),
-        "total_delete_files": dg.MetadataValue.int(totals.delete_files or 0),
+        **details(
+            {
+                "iceberg_table": table,
+                "total_records": totals.records,
+                "total_delete_files": totals.delete_files,
+            }
+        ),
     }
 
 
@@ -127,7 +147,7 @@ class Recorded:
 
     version: int
     snapshot_id: int
-    metadata: dict[str, dg.MetadataValue]
+    metadata: dict[str, Any]
     description: str | None = None
 
 
@@ -166,11 +186,11 @@ def build_iceberg_mirror_asset(
         lag = {} if status is None else lag_metadata(status)
         events = []
         for r in ordered:
-            metadata = r.metadata | standard.get(r.snapshot_id, {}) | lag
+            metadata = merge_metadata(r.metadata, standard.get(r.snapshot_id, {}), lag)
             if r is ordered[-1]:
-                metadata |= run_figures
-                if status is not None:
-                    metadata |= current_state_metadata(status)
+                metadata = merge_metadata(
+                    metadata, run_figures, {} if status is None else current_state_metadata(status)
+                )
             events.append(
                 dg.AssetMaterialization(
                     asset_key=context.asset_key,
@@ -202,6 +222,31 @@ def build_iceberg_mirror_asset(
         ]
         return materializations(context, recorded, {}, mirror, status)
 
+    def expired_observations(
+        context: dg.AssetExecutionContext, expired: list[int], mirror: MirrorTable
+    ) -> list[dg.AssetObservation]:
+        """The run's versions the mirror holds no snapshot of any more (expired by the cleanup job): an
+        observation of each partition, not a materialization. A materialization would show the partition
+        as healthy again in the Partitions view, where the cleanup job took it out (maintenance.py); the
+        record that the version was mirrored is its earlier materialization and the cleanup's observation.
+        The run succeeds: the version is mirrored, only no longer readable by time travel."""
+        readable = version_ranges(readable_versions(mirror))
+        return [
+            dg.AssetObservation(
+                asset_key=context.asset_key,
+                partition=partition_key(v),
+                description=f"Delta version {v} was mirrored; its snapshot has expired "
+                f"(readable: {readable})",
+                metadata={
+                    "status": dg.MetadataValue.text(EXPIRED),
+                    "delta_version": dg.MetadataValue.text(str(v)),
+                    TIME_TRAVEL: dg.MetadataValue.text("expired"),
+                    READABLE_VERSIONS: dg.MetadataValue.text(readable),
+                },
+            )
+            for v in expired
+        ]
+
     @dg.asset(
         key=source.mirror_asset_key,
         deps=[dg.AssetKey(source.delta_asset_key)],
@@ -221,7 +266,7 @@ def build_iceberg_mirror_asset(
     )
     def iceberg_mirror(
         context: dg.AssetExecutionContext, spark: IcebergSparkResource
-    ) -> Iterator[dg.AssetMaterialization | dg.MaterializeResult]:
+    ) -> Iterator[dg.AssetMaterialization | dg.AssetObservation | dg.MaterializeResult]:
         versions = sorted(version_of(k) for k in context.partition_keys)
         newest = versions[-1]
         session = spark.spark_session
@@ -233,17 +278,11 @@ def build_iceberg_mirror_asset(
         existing: dict[int, Snapshot] = {}
         if mirror is not None:
             existing = {v: s for v in versions if (s := mirror.snapshot_for_version(v)) is not None}
-        expired = [
-            v
-            for v in versions
-            if v not in existing and last is not None and v <= last and v >= (first_readable or 0)
-        ]
+        expired = expired_versions(mirror, versions)
         if expired:
-            raise dg.Failure(
-                description=f"{table} is at Delta version {last}; version(s) {_versions_text(expired)} were "
-                "mirrored but their snapshots are no longer retained (expired by the cleanup job). Mirrors "
-                "never go back: materialize the versions after the last mirrored one.",
-                allow_retries=False,
+            context.log.info(
+                f"Delta version(s) {_versions_text(expired)} already mirrored; their snapshots have expired "
+                "(cleanup job): nothing to commit, recorded as expired"
             )
         if existing:
             context.log.info(f"Delta version(s) {_versions_text(sorted(existing))} already mirrored")
@@ -295,7 +334,11 @@ def build_iceberg_mirror_asset(
                 f"Delta version(s) {_versions_text(unreadable)} not mirrored: {table} starts at Delta "
                 f"version {first_readable}, the versions before it are no longer readable in Delta"
             )
-        absent = [v for v in versions if v not in by_version and v not in existing and v not in unreadable]
+        absent = [
+            v
+            for v in versions
+            if v not in by_version and v not in existing and v not in unreadable and v not in expired
+        ]
         if absent:
             yield from recorded_before_failure(context, spark, mirrored)
             raise dg.Failure(
@@ -327,20 +370,21 @@ def build_iceberg_mirror_asset(
                     RECORDED_AGAIN,
                 )
             )
-        run_figures: dict[str, dg.MetadataValue] = {
+        run_figures: dict[str, Any] = {
             "run_versions": dg.MetadataValue.text(run_span),
             "run_duration_seconds": dg.MetadataValue.float(round(time.monotonic() - began, 3)),
+            "mirrored_versions": dg.MetadataValue.text(
+                _versions_text([r.delta_version for r in mirrored]) or "none: all already mirrored"
+            ),
         }
         if mirrored:
             below = [r for r in mirrored if r.delta_version not in versions]
             run_figures |= {
-                "mirrored_versions": dg.MetadataValue.text(
-                    _versions_text([r.delta_version for r in mirrored])
-                ),
-                "gap_versions_mirrored_first": dg.MetadataValue.int(len(below)),
                 "dvs_copied_in_run": dg.MetadataValue.int(sum(r.dvs_written for r in mirrored)),
                 "bytes_written_in_run": dg.MetadataValue.int(sum(r.bytes_written for r in mirrored)),
+                **details({"gap_versions_mirrored_first": len(below)}),
             }
+        yield from expired_observations(context, expired, mirror)
         yield from materializations(context, recorded, run_figures, mirror, status)
         yield no_derived_materializations()
 

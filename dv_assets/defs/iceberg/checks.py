@@ -7,15 +7,24 @@ it with the run's single partition key, and with none in a range run), while eva
 own. A failing evaluation of a blocking check on any version fails the check step, and so the run (the
 versions after it are not mirrored by a later run until it is fixed or the check passes).
 
-Which versions each check evaluates (`versions_to_check`, `versions_to_scan`):
+Which versions each check evaluates (`versions_to_check`, `versions_to_scan`): every partition of the
+run, without exception. Dagster 1.13 records a check planned in a run as PLANNED for every partition of
+the run's range (`ASSET_CHECK_EVALUATION_PLANNED` with the run's partition subset) and shows a PLANNED
+execution of a finished, successful run as SKIPPED, which then is the partition's latest result beside
+the "Passed" of the others. So a check is evaluated on each partition it is planned for, and on no
+fewer:
 
-* the blocking checks, in every run: every version the run covers, i.e. the run's partitions plus any
-  partition of `iceberg/<source>` the run materialized (versions the mirror asset mirrored first below
-  the range, or its current version recorded again);
-* the full scan, in a run that materialized the asset (`mirror_<name>`, the sensor's backlog, a
-  backfill): the newest version of the run's partitions only, so that a backlog of 1,000 versions costs
-  one scan, not 1,000 (the others stay "skipped" for it in the UI); in a run of the checks alone
-  (`checks_<name>`, `dv_assets.ci_checks`): every requested version, one partition or a range.
+* the blocking checks: every version the run covers, i.e. the run's partitions plus any partition of
+  `iceberg/<source>` the run materialized (versions the mirror asset mirrored first below the range, or
+  its current version recorded again; those have no planned execution, they add a record);
+* the full scan: the run's partitions. It is not part of `mirror_<name>` (jobs.py): the version sensor
+  requests it for the mirror's newest version in a run of its own (`checks_<name>`, that check alone),
+  so a backlog of 1,000 versions costs one scan and records nothing for the other 999; a checks run
+  (`checks_<name>`, `dv_assets.ci_checks`) or a materialization launched with the checks scans every
+  version it is asked for.
+* a version of the run whose snapshot has expired (already mirrored, cleanup job): nothing is left to
+  evaluate, so each check records the partition's last evaluation again, unchanged but for a note
+  (`last_evaluation_again`), and records nothing when there is none.
 
 What each check compares is the engine's (`dv_assets.mirror.version_checks`, shared with `dvmirror
 verify`): it returns a `CheckOutcome`, which this module only turns into an evaluation whose metadata
@@ -37,6 +46,10 @@ import dagster as dg
 from dagster._core.definitions.asset_checks.asset_check_evaluation import (
     AssetCheckEvaluationTargetMaterializationData,  # links an evaluation to its materialization; not dg.*
 )
+from dagster._core.event_api import PartitionKeyFilter  # the check-storage query's filter; not dg.*
+from dagster._core.storage.asset_check_execution_record import (
+    AssetCheckExecutionRecordStatus,  # an execution's stored status; not dg.*
+)
 from pyspark.sql import SparkSession
 
 from dv_assets.defs.delta.assets import partition_key, version_of
@@ -54,6 +67,7 @@ from dv_assets.mirror import (
     check_metadata_row_count,
     check_one_dv_per_data_file,
     check_row_count_scan,
+    expired_versions,
     read_mirror_table,
     snapshot_files_with_spark,
 )
@@ -148,10 +162,37 @@ def versions_to_check(context: dg.AssetCheckExecutionContext, asset_key: dg.Asse
 
 
 def versions_to_scan(context: dg.AssetCheckExecutionContext, asset_key: dg.AssetKey) -> list[int]:
-    """The full scan's versions: the newest of the run's partitions when the run materialized the asset
-    (a backlog costs one scan), every requested one in a run of the checks alone (a check on request)."""
-    requested = sorted(version_of(k) for k in context.partition_keys)
-    return requested[-1:] if _materialized_in_run(context, asset_key) else requested
+    """The full scan's versions: every partition of the run (each has a planned execution)."""
+    return sorted(version_of(k) for k in context.partition_keys)
+
+
+def last_evaluation_again(
+    instance: dg.DagsterInstance, check_key: dg.AssetCheckKey, key: str, note: str
+) -> dg.AssetCheckEvaluation | None:
+    """The partition's last completed evaluation of the check, recorded again with `note` before its
+    description (None: it has none). For a version that can no longer be evaluated (its snapshot has
+    expired): its last result stays its latest, instead of the run's planned execution turning SKIPPED."""
+    records = instance.event_log_storage.get_asset_check_execution_history(
+        check_key,
+        limit=1,
+        status={AssetCheckExecutionRecordStatus.SUCCEEDED, AssetCheckExecutionRecordStatus.FAILED},
+        partition_filter=PartitionKeyFilter(key=key),
+    )
+    last = records[0].evaluation if records else None
+    if last is None:
+        return None
+    record = records[0]
+    return dg.AssetCheckEvaluation(
+        asset_key=last.asset_key,
+        check_name=last.check_name,
+        passed=last.passed,
+        metadata=last.metadata,
+        target_materialization_data=last.target_materialization_data,
+        severity=last.severity,
+        description=f"{note} Last evaluation (run {record.run_id[:8]}): {last.description or ''}",
+        blocking=last.blocking,
+        partition=key,
+    )
 
 
 def _checked_materialization(
@@ -176,13 +217,27 @@ VersionsOf = Callable[[dg.AssetCheckExecutionContext, dg.AssetKey], list[int]]
 def evaluate_versions(
     context: dg.AssetCheckExecutionContext,
     check: Callable[[int], dg.AssetCheckResult],
+    mirror: MirrorTable | None,
     versions_of: VersionsOf = versions_to_check,
 ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
     """`check` on each of the run's versions `versions_of` chooses, one evaluation per version's
-    partition."""
+    partition; a version whose snapshot has expired keeps its last evaluation (`last_evaluation_again`)."""
     (spec,) = context.check_specs
-    for version in versions_of(context, spec.asset_key):
+    versions = versions_of(context, spec.asset_key)
+    expired = set(expired_versions(mirror, versions))
+    for version in versions:
         key = partition_key(version)
+        if version in expired:
+            again = last_evaluation_again(
+                context.instance,
+                spec.key,
+                key,
+                f"Delta version {version} was mirrored and its snapshot has since expired (cleanup job): "
+                "nothing left to evaluate.",
+            )
+            if again is not None:
+                yield again
+            continue
         result = check(version)
         yield dg.AssetCheckEvaluation(
             asset_key=spec.asset_key,
@@ -224,7 +279,7 @@ def build_checks(
             session = spark.spark_session
             mirror = IcebergJava(session).load(source.iceberg_table)  # once: the asset step has finished
             yield from evaluate_versions(
-                context, lambda version: check(session, source, version, mirror), versions_of
+                context, lambda version: check(session, source, version, mirror), mirror, versions_of
             )
 
         return with_spark
@@ -245,15 +300,15 @@ def build_checks(
         mirror = read_mirror_table(spark.settings.catalog, source.iceberg_table)
         delta = source.delta_table()
         yield from evaluate_versions(
-            context, lambda version: metadata_row_count_result(delta, source, version, mirror)
+            context, lambda version: metadata_row_count_result(delta, source, version, mirror), mirror
         )
 
     row_count_matches = spark_check(
         ROW_COUNT_SCAN,
         blocking=False,
         description="Full scan (not blocking): Delta's live rows at version N (log and Delta read) equal "
-        "the rows Iceberg reads from the snapshot. A mirror run scans the newest version of its range "
-        "only; the checks job scans every version it is asked for.",
+        "the rows Iceberg reads from the snapshot. The version sensor requests it for the mirror's newest "
+        "version in a run of its own; the checks job scans every version it is asked for.",
         check=row_count_result,
         versions_of=versions_to_scan,
     )
