@@ -17,7 +17,7 @@ Which versions each check evaluates (`versions_to_check`, `versions_to_scan`):
   one scan, not 1,000 (the others stay "skipped" for it in the UI); in a run of the checks alone
   (`checks_<name>`, `dv_assets.ci_checks`): every requested version, one partition or a range.
 
-What each check compares is the engine's (`dv_assets.mirror.version_checks`, shared with `dvmirror
+What each check compares is the engine's (`dv_assets.mirror.exactness_checks`, shared with `dvmirror
 verify`): it returns a `CheckOutcome`, which this module only turns into an evaluation whose metadata
 renders in the UI (counts as integers, the DV check's problems as a list).
 
