@@ -59,7 +59,7 @@ from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
-from tests.helpers.delta_log import SyntheticTable
+from testkit.synthetic import SyntheticTable
 
 
 def _timed_sync(spark: SparkSession, root: Path, table: str, until: int, **kwargs) -> float:

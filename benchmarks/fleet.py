@@ -28,7 +28,7 @@ from pathlib import Path
 
 from benchmarks.figures import Figure, Unmeasured
 from dv_assets.mirror.settings import CatalogConfig
-from tests.helpers.delta_log import add, info, write_commit
+from testkit.synthetic import add, info, write_commit
 from tests.helpers.paths import DELTA_FIXTURES, DVMIRROR
 from tests.helpers.processes import catalog_args, dvmirror_env
 

@@ -37,7 +37,7 @@ from benchmarks.figures import Figure, Unmeasured
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
-from tests.helpers.delta_log import SyntheticTable
+from testkit.synthetic import SyntheticTable
 from tests.helpers.readers import delta_rs_deleted_rows, delta_rs_files
 
 SMALL_FILES = 100

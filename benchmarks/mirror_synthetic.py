@@ -26,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
-from tests.helpers.delta_log import SyntheticTable
+from testkit.synthetic import SyntheticTable
 
 
 def build(root: Path, files: int, rows: int, versions: int, touched: int, seed: int = 7) -> None:

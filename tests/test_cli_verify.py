@@ -14,12 +14,12 @@ import pytest
 from pyiceberg.schema import Schema
 from pyiceberg.types import LongType, NestedField
 
+from dv_assets.mirror.dv_findings import snapshot_files_with_spark
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.mirror_table import DELTA_TABLE_PROPERTY, CommitRequest
 from dv_assets.mirror.iceberg.pyiceberg_reader import read_snapshot_files
 from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.sync import sync_table
-from dv_assets.mirror.verify import snapshot_files_with_spark
 from tests.helpers.paths import DELTA_FIXTURES, expected_rows
 from tests.helpers.processes import (
     catalog_args,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-from dv_assets.mirror.dv.codec import z85_encode
 from dv_assets.mirror.iceberg.delete_files import by_dv_file
+from testkit.synthetic import z85_encode
 from tests.helpers.dvs import dv_task
 
 

@@ -19,14 +19,13 @@ from dv_assets.mirror.dv.codec import (
     decode_inline_bitmap,
     decode_uuid_path,
     dv_file_name,
-    encode_blob,
     frame_blob,
-    verify_blob,
+    verified_bitmap,
     z85_decode,
-    z85_encode,
 )
 from dv_assets.mirror.dv.reader import MAX_READ_GAP, DVTask, convert_dv_batch, resolve_dv_location
 from dv_assets.mirror.errors import InvalidDeletionVectorError
+from testkit.synthetic import encode_blob, z85_encode
 from tests.helpers.dvs import dv_file_of, fixture_dvs
 from tests.helpers.faults import patch_bytes
 from tests.helpers.paths import DELTA_FIXTURES, ICEBERG_DV_BLOBS
@@ -97,9 +96,7 @@ def test_iceberg_blob_decodes_and_re_encodes_byte_identical(name: str) -> None:
         rebuilt.add(position)
     assert encode_blob(rebuilt) == blob
     assert encode_blob(list(positions)) == blob
-    verified = verify_blob(
-        blob, expected_size=len(blob) - 8, expected_cardinality=len(positions), num_records=None
-    )
+    verified = verified_bitmap(blob, len(blob) - 8, len(positions), None)
     assert verified == positions
 
 

@@ -52,7 +52,7 @@ def test_no_import_cycle_among_the_projects_modules() -> None:
         for module, path in PROJECT.items()
     }
     assert graph["dv_assets.defs.factory"] >= {"dv_assets.defs.sensors", "resources.spark"}
-    assert "dv_assets.mirror.verify" in graph["dv_assets.defs.iceberg.checks"]  # through the lazy export
+    assert "dv_assets.mirror.dv_findings" in graph["dv_assets.defs.iceberg.checks"]  # through the lazy export
 
     assert import_cycles(graph) == []
 

@@ -27,7 +27,6 @@ from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.iceberg.metrics import (
     MIRROR_TABLE_PROPERTIES,
     StatsConverter,
-    metrics_from_delta_stats,
     to_single_value_bytes,
 )
 from dv_assets.mirror.iceberg.schema import to_iceberg_schema
@@ -40,6 +39,7 @@ from tests.helpers.schemas import (
     FakeMetadata,
     field,
     metrics,
+    metrics_from_delta_stats,
     micros,
     stats_json,
 )

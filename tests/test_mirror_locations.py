@@ -1,4 +1,4 @@
-"""How a mirror names files in Iceberg: by URI (`layout.iceberg_location`, `file:/…` plus the path as it is
+"""How a mirror names files in Iceberg: by URI (`locations.iceberg_location`, `file:/…` plus the path as it is
 on disk locally), read back exactly by Iceberg Java, pyiceberg and iceberg-rust whatever characters the
 paths hold; and a mirror made before, whose entries are bare local paths, keeps syncing exactly.
 
@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.dv_findings import dv_findings
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.maintenance import Retention, expire_and_reclaim
 from dv_assets.mirror.iceberg.mirror_table import URI_LOCATIONS_PROPERTY, URI_LOCATIONS_SUMMARY
@@ -25,7 +26,6 @@ from dv_assets.mirror.locations import comparable
 from dv_assets.mirror.placement import ExecutorPolicy
 from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.sync import sync_table
-from dv_assets.mirror.verify import dv_findings
 from tests.helpers.delta_histories import (
     Mirrored,
     VersionRows,

@@ -19,7 +19,6 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import ValidationError
 
-from dv_assets.mirror.dv.codec import encode_blob, z85_encode
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorConflictError, MirrorInputError
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.layout import MirrorLayout
@@ -29,6 +28,7 @@ from dv_assets.mirror.locations import comparable, iceberg_location
 from dv_assets.mirror.placement import ExecutorPolicy
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 from dv_assets.mirror.sync import sync_table
+from testkit.synthetic import encode_blob, z85_encode
 from tests.helpers.dagster import hash_tree
 from tests.helpers.delta_histories import delta_table_with_dvs, vacuum_now
 from tests.helpers.delta_log import METADATA

@@ -1,6 +1,6 @@
 """`dvmirror verify NAMESPACE.NAME [--version N] [--full] [--delta PATH] [--json]`: the checks that a
 mirrored Delta version is exact, for any mirror, outside Dagster: the Dagster asset checks' own
-(`version_checks`), one `PASS name: summary` / `FAIL name: summary` line each on stdout.
+(`exactness_checks`), one `PASS name: summary` / `FAIL name: summary` line each on stdout.
 
 Always `metadata_row_count_matches` (Delta's live rows from its log vs. the snapshot summary's) and
 `one_dv_per_data_file` (the snapshot's delete files against Delta's DVs: at most one per data file, each
@@ -42,9 +42,9 @@ from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorI
 if TYPE_CHECKING:  # pyspark and the checks: not for `dvmirror --help`
     from pyspark.sql import SparkSession
 
+    from dv_assets.mirror.exactness_checks import CheckOutcome
     from dv_assets.mirror.iceberg.mirror_table import MirrorTable, SnapshotFiles
     from dv_assets.mirror.settings import MirrorSettings
-    from dv_assets.mirror.version_checks import CheckOutcome
 
 EXIT_CHECK_FAILED = 1
 
@@ -114,12 +114,12 @@ def verify_mirror(args: argparse.Namespace, settings: MirrorSettings, spark: _Sp
     """The checks of the version asked for (MirrorInputError: nothing to verify as asked)."""
     from dv_assets.mirror.cli_status import mirrored_delta_root
     from dv_assets.mirror.delta.replay import DeltaTable
-    from dv_assets.mirror.io import FileIO
-    from dv_assets.mirror.version_checks import (
+    from dv_assets.mirror.exactness_checks import (
         check_metadata_row_count,
         check_one_dv_per_data_file,
         check_row_count_scan,
     )
+    from dv_assets.mirror.io import FileIO
 
     mirror, files_of = _reader(args, settings, spark)
     if mirror is None:
@@ -157,8 +157,8 @@ def _reader(
         return read_mirror_table(settings.catalog, args.table), lambda snapshot_id: read_snapshot_files(
             settings.catalog, args.table, snapshot_id
         )
+    from dv_assets.mirror.dv_findings import snapshot_files_with_spark
     from dv_assets.mirror.iceberg.java import IcebergJava
-    from dv_assets.mirror.verify import snapshot_files_with_spark
 
     session = spark.session(args.delta)
     return IcebergJava(session).load(args.table), lambda snapshot_id: snapshot_files_with_spark(

@@ -90,7 +90,7 @@ class FileIO:
         if location.startswith("file:") and comparable(location).startswith("/"):
             # Literally, as Iceberg's readers take a file URI's path (never percent-decoded, and a `#` or
             # `?` is part of the name, which URL parsing would cut off): the mirror's own files are named so
-            # in Iceberg (`layout.iceberg_location`); a Delta `file:` URI is decoded before it gets here
+            # in Iceberg (`locations.iceberg_location`); a Delta `file:` URI is decoded before it gets here
             # (`delta/paths.py`).
             return _LOCAL, comparable(location)
         parsed = urlparse(location)

@@ -1,10 +1,7 @@
 """Delta logs written by hand, without Spark, and checks of log replay against itself.
 
-* actions and commits: `add`, `remove`, `dv`, `info`, `base_commit` (PROTOCOL, METADATA), `write_log`,
-  `read_commit`;
-* `SyntheticTable`: a table of real Parquet data files and DV files, grown by DELETEs (also the tables
-  of `benchmarks/`, which import this module); at a million files its data files can be hard links to a
-  few real ones, and it writes Delta Spark's classic checkpoint and cleans up the commits before it;
+* actions and commits (`add`, `remove`, `dv`, `info`, `base_commit`, `write_log`, `read_commit`) and
+  `SyntheticTable`, from `testkit.synthetic` (the benchmarks build their tables with it too);
 * checkpoints (classic, multi-part, V2 with sidecars): CHECKPOINT_SCHEMA, `checkpoint_rows`,
   `write_parquet`, `checkpointed_log`;
 * replay checks: a range of VersionChanges, applied in order, must give the same file sets as replaying
@@ -16,11 +13,9 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
-import os
 import random
 import shutil
 import uuid
-from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote
@@ -30,260 +25,56 @@ import pyarrow.parquet as pq
 
 from dv_assets.mirror.delta.actions import AddFile, DeletionVectorDescriptor
 from dv_assets.mirror.delta.replay import DeltaTable, TableState, VersionChange
-from dv_assets.mirror.dv.codec import encode_blob, z85_encode
 from dv_assets.mirror.errors import MirrorInputError
-from tests.helpers.readers import delta_rs_deleted_rows, delta_rs_files
-
-# --- actions and commits ---------------------------------------------------------------------------------
-
-PROTOCOL = {
-    "minReaderVersion": 3,
-    "minWriterVersion": 7,
-    "readerFeatures": ["deletionVectors"],
-    "writerFeatures": ["deletionVectors"],
-}
-SCHEMA = json.dumps(
-    {"type": "struct", "fields": [{"name": "id", "type": "long", "nullable": True, "metadata": {}}]}
+from testkit.synthetic import (
+    DELTA_SPARK_CHECKPOINT_SCHEMA as DELTA_SPARK_CHECKPOINT_SCHEMA,
 )
-METADATA = {
-    "id": "t1",
-    "format": {"provider": "parquet", "options": {}},
-    "schemaString": SCHEMA,
-    "partitionColumns": [],
-    "configuration": {"delta.enableDeletionVectors": "true"},
-    "createdTime": 1,
-}
-
-
-def dv(name: str, cardinality: int = 1) -> dict[str, Any]:
-    return {
-        "storageType": "u",
-        "pathOrInlineDv": name,
-        "offset": 1,
-        "sizeInBytes": 34,
-        "cardinality": cardinality,
-    }
-
-
-def add(
-    path: str, dv_: dict | None = None, *, data_change: bool = True, rows: int | None = 10, size: int = 100
-) -> dict:
-    action: dict[str, Any] = {
-        "path": path,
-        "partitionValues": {},
-        "size": size,
-        "modificationTime": 1,
-        "dataChange": data_change,
-    }
-    if rows is not None:
-        action["stats"] = json.dumps({"numRecords": rows})
-    if dv_ is not None:
-        action["deletionVector"] = dv_
-    return {"add": action}
-
-
-def remove(path: str, dv_: dict | None = None, *, data_change: bool = True, size: int | None = None) -> dict:
-    """A remove; with `size`, the extended file metadata Delta writes (partition values and size) too."""
-    action: dict[str, Any] = {"path": path, "deletionTimestamp": 2, "dataChange": data_change}
-    if size is not None:
-        action |= {"partitionValues": {}, "size": size}
-    if dv_ is not None:
-        action["deletionVector"] = dv_
-    return {"remove": action}
-
-
-def info(operation: str) -> dict:
-    return {"commitInfo": {"timestamp": 1, "operation": operation}}
-
-
-def write_commit(root: Path, version: int, actions: list[dict]) -> None:
-    """`_delta_log/<version>.json`: one action per line, visible whole or not at all (written aside, then
-    renamed, as Delta's local log store does), so that a reader polling the log never sees half of it."""
-    log = root / "_delta_log"
-    log.mkdir(parents=True, exist_ok=True)
-    temporary = log / f".{version:020d}.json.{uuid.uuid4()}.tmp"
-    temporary.write_text("".join(json.dumps(a) + "\n" for a in actions))
-    temporary.replace(log / f"{version:020d}.json")
-
-
-def write_log(root: Path, commits: list[list[dict]], first: int = 0) -> Path:
-    """The commits as versions `first`, `first` + 1, …; returns `root`."""
-    for version, actions in enumerate(commits, start=first):
-        write_commit(root, version, actions)
-    return root
-
-
-def read_commit(root: Path, version: int) -> list[dict]:
-    """The actions of `_delta_log/<version>.json`, in order."""
-    lines = (root / "_delta_log" / f"{version:020d}.json").read_text().splitlines()
-    return [json.loads(line) for line in lines if line.strip()]
-
-
-def set_commit_time(root: Path, version: int, timestamp_ms: int) -> None:
-    """Give a commit (of a copied fixture, say) a known commitInfo timestamp: the lag is measured from it."""
-    actions = read_commit(root, version)
-    (commit_info,) = [a["commitInfo"] for a in actions if "commitInfo" in a]
-    assert "inCommitTimestamp" not in commit_info  # the timestamp the lag is read from
-    commit_info["timestamp"] = timestamp_ms
-    write_commit(root, version, actions)
-
-
-def base_commit(*adds: dict) -> list[dict]:
-    return [info("WRITE"), {"protocol": PROTOCOL}, {"metaData": METADATA}, *adds]
-
-
-# --- synthetic tables: real data files and DV files (the benchmarks' tables too) ---------------------------
-
-
-HARD_LINKS_PER_FILE = 60_000  # ext4 allows 65,000 names per inode
-CHECKPOINT_BATCH = 100_000  # adds per row group of a written checkpoint
-
-
-class SyntheticTable:
-    """A Delta table of identical Parquet files (one template's bytes, a column `id` of `rows_per_file`
-    rows), with DV files laid out as Delta's PROTOCOL.md says, written without Spark. `benchmarks/` builds
-    its tables with it."""
-
-    def __init__(self, root: Path, rows_per_file: int) -> None:
-        self.root = root
-        self.rows = rows_per_file
-        (root / "_delta_log").mkdir(parents=True)
-        template = root / "template.parquet"
-        pq.write_table(pa.table({"id": pa.array(range(rows_per_file), pa.int64())}), template)
-        self.content = template.read_bytes()
-        template.unlink()
-        self.version = -1
-        self.files: list[str] = []
-        self.dvs: dict[str, dict] = {}  # data file -> its current DV descriptor
-        self.metadata: dict = {}
-        self._link_target: Path | None = None  # the real file new hard links name, and its link count
-        self._links = 0
-
-    def _commit(self, actions: list[dict]) -> int:
-        self.version += 1
-        write_commit(self.root, self.version, actions)
-        return self.version
-
-    def _add(self, name: str, dv_: dict | None) -> dict:
-        return add(name, dv_, rows=self.rows, size=len(self.content))
-
-    def _new_file(self, *, linked: bool = False) -> dict:
-        """A new data file of the template's bytes; `linked`: a hard link to an earlier such file (the
-        same bytes and size, no inode or data block of its own), at most HARD_LINKS_PER_FILE names each."""
-        name = f"part-{uuid.uuid4()}.parquet"
-        path = self.root / name
-        if linked and self._link_target is not None and self._links < HARD_LINKS_PER_FILE:
-            os.link(self._link_target, path)
-            self._links += 1
-        else:
-            path.write_bytes(self.content)
-            if linked:
-                self._link_target, self._links = path, 1
-        self.files.append(name)
-        return self._add(name, None)
-
-    def create(self, files: int, *, real: int | None = None) -> int:
-        """Version 0: the protocol and metadata (DVs enabled) and `files` data files; with `real`, only
-        the first `real` have bytes of their own and the others are hard links (a bench's million files;
-        give DVs only to real ones)."""
-        self.metadata = {**METADATA, "id": str(uuid.uuid4())}
-        actions = [info("WRITE"), {"protocol": PROTOCOL}, {"metaData": self.metadata}]
-        adds = [self._new_file(linked=real is not None and i >= real) for i in range(files)]
-        return self._commit(actions + adds)
-
-    def append(self, files: int = 1) -> int:
-        """A blind append (WRITE) of `files` new data files; its version."""
-        return self._commit([info("WRITE"), *(self._new_file() for _ in range(files))])
-
-    def delete(
-        self, names: Iterable[str], positions: Callable[[int], Iterable[int]], *, append: int = 0
-    ) -> tuple[int, int]:
-        """A DELETE giving each named file (the i-th) the DV of `positions(i)`, all in one DV file, and
-        adding `append` new files; the version and the DV file's bytes."""
-        dv_id = uuid.uuid4()
-        dv_bytes = bytearray(b"\x01")
-        actions: list[dict] = [info("DELETE")]
-        for index, name in enumerate(names):
-            deleted = sorted(positions(index))
-            blob = encode_blob(deleted)
-            descriptor = {
-                "storageType": "u",
-                "pathOrInlineDv": z85_encode(dv_id.bytes),
-                "offset": len(dv_bytes),
-                "sizeInBytes": len(blob) - 8,
-                "cardinality": len(deleted),
-            }
-            dv_bytes += blob
-            actions += [remove(name, self.dvs.get(name), size=len(self.content)), self._add(name, descriptor)]
-            self.dvs[name] = descriptor
-        (self.root / f"deletion_vector_{dv_id}.bin").write_bytes(bytes(dv_bytes))
-        actions += [self._new_file() for _ in range(append)]
-        return self._commit(actions), len(dv_bytes) - 1
-
-    def write_checkpoint(self) -> Path:
-        """The classic single-file checkpoint of the current version, as Delta Spark writes it
-        (DELTA_SPARK_CHECKPOINT_SCHEMA: protocol, metaData, then one `add` per live file with dataChange
-        false, its stats JSON and its DV), and `_last_checkpoint` naming it. The adds are written
-        column by column, CHECKPOINT_BATCH rows per row group, so a million files costs seconds."""
-        log = self.root / "_delta_log"
-        path = log / f"{self.version:020d}.checkpoint.parquet"
-        schema = DELTA_SPARK_CHECKPOINT_SCHEMA
-        meta = {
-            **self.metadata,
-            "format": {"provider": "parquet", "options": []},
-            "configuration": list(self.metadata["configuration"].items()),
-        }
-        with pq.ParquetWriter(path, schema) as writer:
-            writer.write_table(pa.Table.from_pylist([{"protocol": PROTOCOL}, {"metaData": meta}], schema))
-            for first in range(0, len(self.files), CHECKPOINT_BATCH):
-                writer.write_table(self._checkpoint_adds(self.files[first : first + CHECKPOINT_BATCH]))
-        rows = len(self.files) + 2
-        last = {"version": self.version, "size": rows, "sizeInBytes": path.stat().st_size}
-        (log / "_last_checkpoint").write_text(json.dumps(last | {"numOfAddFiles": len(self.files)}))
-        return path
-
-    def _checkpoint_adds(self, names: list[str]) -> pa.Table:
-        schema = DELTA_SPARK_CHECKPOINT_SCHEMA
-        add_type = schema.field("add").type
-        count = len(names)
-        columns = {
-            "path": pa.array(names, pa.string()),
-            "partitionValues": pa.array([[]] * count, add_type.field("partitionValues").type),
-            "size": pa.array([len(self.content)] * count, pa.int64()),
-            "modificationTime": pa.array([1] * count, pa.int64()),
-            "dataChange": pa.array([False] * count, pa.bool_()),
-            "tags": pa.nulls(count, add_type.field("tags").type),
-            "deletionVector": pa.array(
-                [None if n not in self.dvs else {**self.dvs[n], "maxRowIndex": None} for n in names],
-                DV_TYPE,
-            ),
-            "stats": pa.array([json.dumps({"numRecords": self.rows})] * count, pa.string()),
-        }
-        adds = pa.StructArray.from_arrays(list(columns.values()), fields=list(add_type))
-        arrays = [adds if f.name == "add" else pa.nulls(count, f.type) for f in schema]
-        return pa.Table.from_arrays(arrays, schema=schema)
-
-    def clean_up_log(self) -> None:
-        """Delete the commits before the newest checkpoint, as Delta's log cleanup does once they pass
-        the log retention: the table's oldest version is then the checkpoint's."""
-        log = self.root / "_delta_log"
-        newest = max(int(p.name.split(".")[0]) for p in log.glob("*.checkpoint.parquet"))
-        for version in range(newest):
-            (log / f"{version:020d}.json").unlink(missing_ok=True)
-
+from testkit.synthetic import (
+    DV_TYPE as DV_TYPE,
+)
+from testkit.synthetic import (
+    METADATA as METADATA,
+)
+from testkit.synthetic import (  # the hand-written tables tests and benchmarks share
+    PROTOCOL as PROTOCOL,
+)
+from testkit.synthetic import (
+    SCHEMA as SCHEMA,
+)
+from testkit.synthetic import (
+    SyntheticTable as SyntheticTable,
+)
+from testkit.synthetic import (
+    add as add,
+)
+from testkit.synthetic import (
+    base_commit as base_commit,
+)
+from testkit.synthetic import (
+    dv as dv,
+)
+from testkit.synthetic import (
+    info as info,
+)
+from testkit.synthetic import (
+    read_commit as read_commit,
+)
+from testkit.synthetic import (
+    remove as remove,
+)
+from testkit.synthetic import (
+    set_commit_time as set_commit_time,
+)
+from testkit.synthetic import (
+    write_commit as write_commit,
+)
+from testkit.synthetic import (
+    write_log as write_log,
+)
+from tests.helpers.readers import delta_rs_deleted_rows, delta_rs_files
 
 # --- checkpoints -----------------------------------------------------------------------------------------
 
-DV_TYPE = pa.struct(
-    [
-        ("storageType", pa.string()),
-        ("pathOrInlineDv", pa.string()),
-        ("offset", pa.int32()),
-        ("sizeInBytes", pa.int32()),
-        ("cardinality", pa.int64()),
-        ("maxRowIndex", pa.int64()),
-    ]
-)
 CHECKPOINT_SCHEMA = pa.schema(
     [
         ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64())])),
@@ -347,61 +138,6 @@ CHECKPOINT_SCHEMA = pa.schema(
                 ]
             ),
         ),
-    ]
-)
-
-
-_STRING_MAP = pa.map_(pa.string(), pa.string())
-# The schema of the classic checkpoints Delta Spark writes (that of the shared fixtures'
-# basic-dv-with-checkpoint): stats as JSON only, removes with their extended file metadata.
-DELTA_SPARK_CHECKPOINT_SCHEMA = pa.schema(
-    [
-        ("txn", pa.struct([("appId", pa.string()), ("version", pa.int64()), ("lastUpdated", pa.int64())])),
-        (
-            "add",
-            pa.struct(
-                [
-                    ("path", pa.string()),
-                    ("partitionValues", _STRING_MAP),
-                    ("size", pa.int64()),
-                    ("modificationTime", pa.int64()),
-                    ("dataChange", pa.bool_()),
-                    ("tags", _STRING_MAP),
-                    ("deletionVector", DV_TYPE),
-                    ("stats", pa.string()),
-                ]
-            ),
-        ),
-        (
-            "remove",
-            pa.struct(
-                [
-                    ("path", pa.string()),
-                    ("deletionTimestamp", pa.int64()),
-                    ("dataChange", pa.bool_()),
-                    ("extendedFileMetadata", pa.bool_()),
-                    ("partitionValues", _STRING_MAP),
-                    ("size", pa.int64()),
-                    ("deletionVector", DV_TYPE),
-                ]
-            ),
-        ),
-        (
-            "metaData",
-            pa.struct(
-                [
-                    ("id", pa.string()),
-                    ("name", pa.string()),
-                    ("description", pa.string()),
-                    ("format", pa.struct([("provider", pa.string()), ("options", _STRING_MAP)])),
-                    ("schemaString", pa.string()),
-                    ("partitionColumns", pa.list_(pa.string())),
-                    ("configuration", _STRING_MAP),
-                    ("createdTime", pa.int64()),
-                ]
-            ),
-        ),
-        ("protocol", CHECKPOINT_SCHEMA.field("protocol").type),
     ]
 )
 

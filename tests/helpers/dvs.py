@@ -7,8 +7,8 @@ import json
 import uuid
 from pathlib import Path
 
-from dv_assets.mirror.dv.codec import z85_encode
 from dv_assets.mirror.dv.reader import DVBlob, DVTask, convert_dv_batch
+from testkit.synthetic import z85_encode
 from tests.helpers.paths import DELTA_FIXTURES
 
 

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from pyiceberg.schema import Schema
 
 from dv_assets.mirror.delta.schema import StructType
-from dv_assets.mirror.iceberg.metrics import metrics_from_delta_stats
+from dv_assets.mirror.iceberg.metrics import DEFAULT_STRING_PREFIX_LENGTH, IcebergMetrics, StatsConverter
 from dv_assets.mirror.iceberg.schema import to_iceberg_schema
 from dv_assets.mirror.iceberg.types import Schema as IcebergSchema
 
@@ -135,3 +136,20 @@ def string_bounds(min_value: str, max_value: str) -> tuple[bytes | None, bytes |
         stats, delta_schema=STRING_SCHEMA, iceberg_schema=to_iceberg_schema(STRING_SCHEMA)
     )
     return result.lower_bounds.get(1), result.upper_bounds.get(1)
+
+
+def metrics_from_delta_stats(
+    stats: str | Mapping[str, Any] | None,
+    *,
+    delta_schema: StructType,
+    iceberg_schema: IcebergSchema,
+    column_mapping_mode: str = "none",
+    partition_columns: Sequence[str] = (),
+    string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
+) -> IcebergMetrics:
+    """Iceberg metrics from one Delta `add.stats` (the JSON text preferably: decimals keep their digits),
+    through the converter a sync builds once per version (`StatsConverter`)."""
+    converter = StatsConverter.of(
+        delta_schema, iceberg_schema, column_mapping_mode, partition_columns, string_prefix_length
+    )
+    return converter(stats)

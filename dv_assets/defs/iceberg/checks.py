@@ -26,7 +26,7 @@ fewer:
   evaluate, so each check records the partition's last evaluation again, unchanged but for a note
   (`last_evaluation_again`), and records nothing when there is none.
 
-What each check compares is the engine's (`dv_assets.mirror.version_checks`, shared with `dvmirror
+What each check compares is the engine's (`dv_assets.mirror.exactness_checks`, shared with `dvmirror
 verify`): it returns a `CheckOutcome`, which this module only turns into an evaluation whose metadata
 renders in the UI (counts as integers, the DV check's problems as a list).
 

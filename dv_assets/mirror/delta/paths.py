@@ -6,7 +6,7 @@ Delta writes `add.path` / `remove.path` as URL-encoded URIs: relative to the tab
 (`p=a%2525b/...`). So the log path is decoded exactly once, never twice.
 
 Local locations are plain absolute POSIX paths (no `file:` scheme), remote ones stay URIs, decoded;
-Iceberg names them by URI (`iceberg/layout.iceberg_location`).
+Iceberg names them by URI (`locations.iceberg_location`).
 """
 
 from __future__ import annotations

@@ -12,7 +12,6 @@ from __future__ import annotations
 import struct
 import uuid
 import zlib
-from collections.abc import Iterable
 from itertools import islice
 
 from pyroaring import BitMap64
@@ -78,20 +77,6 @@ def z85_decode_wrapping(text: str) -> bytes:
             value = value * 85 + _Z85_VALUE.get(char, 0)
         out += (value & 0xFFFFFFFF).to_bytes(4, "big")
     return bytes(out)
-
-
-def z85_encode(data: bytes) -> str:
-    """Encode bytes as Z85, zero-padding to a multiple of 4 first (as Delta's `encodeBytes` does)."""
-    padded = data + b"\x00" * (-len(data) % 4)
-    chars = []
-    for start in range(0, len(padded), 4):
-        value = int.from_bytes(padded[start : start + 4], "big")
-        group = []
-        for _ in range(5):
-            value, digit = divmod(value, 85)
-            group.append(Z85_ALPHABET[digit])
-        chars.extend(reversed(group))
-    return "".join(chars)
 
 
 # --- descriptors ---------------------------------------------------------------------------------------
@@ -187,16 +172,6 @@ def parse_bitmap(bitmap_bytes: bytes) -> BitMap64:
     return bitmap
 
 
-def serialize_bitmap(positions: BitMap64) -> bytes:
-    """Magic + portable serialization, run-optimized first as Iceberg Java's writer does.
-
-    Works on a copy: run-optimizing changes container types, and the caller's bitmap stays untouched.
-    """
-    bitmap = BitMap64(positions)
-    bitmap.run_optimize()
-    return BITMAP_MAGIC_BYTES + bitmap.serialize()
-
-
 # --- the blob frame ------------------------------------------------------------------------------------
 
 
@@ -207,14 +182,6 @@ def frame_blob(bitmap_bytes: bytes) -> bytes:
         + bitmap_bytes
         + struct.pack(">I", zlib.crc32(bitmap_bytes) & 0xFFFFFFFF)
     )
-
-
-def encode_blob(positions: BitMap64 | Iterable[int]) -> bytes:
-    """Positions -> a `deletion-vector-v1` blob, byte-identical to Iceberg Java's for the same positions."""
-    bitmap = positions if isinstance(positions, BitMap64) else BitMap64(positions)
-    if bitmap and bitmap.max() > MAX_POSITION:
-        raise ValueError(f"position {bitmap.max()} is above 2^63 - 1")
-    return frame_blob(serialize_bitmap(bitmap))
 
 
 def unframe_blob(blob: bytes) -> bytes:
@@ -242,23 +209,12 @@ def decode_blob(blob: bytes) -> BitMap64:
     return parse_bitmap(unframe_blob(blob))
 
 
-def verify_blob(
-    blob: bytes,
-    *,
-    expected_size: int | None,
-    expected_cardinality: int | None,
-    num_records: int | None,
-) -> BitMap64:
-    """Check everything a blob claims before it is copied: frame length against the descriptor's
-    sizeInBytes, magic, CRC-32, cardinality, and that every position addresses a row of the data file.
-    Returns the positions; raises InvalidDeletionVectorError with the precise reason."""
-    return verified_bitmap(blob, expected_size, expected_cardinality, num_records)
-
-
 def verified_bitmap(
     blob: bytes, expected_size: int | None, expected_cardinality: int | None, num_records: int | None
 ) -> BitMap64:
-    """`verify_blob` with positional arguments, for the driver's loop over a version's DVs: a valid blob
+    """Check everything a blob claims before it is copied: frame length against the descriptor's
+    sizeInBytes, magic, CRC-32, cardinality, and that every position addresses a row of the data file;
+    the positions, or InvalidDeletionVectorError with the precise reason. A valid blob
     costs only C work (one header unpack, CRC-32 in zlib, the Roaring parse, re-serialization for the
     length and the cardinality and maximum in pyroaring); any mismatch is explained by `_refuse_blob`,
     which runs the checks one by one for the exact reason."""
@@ -292,7 +248,7 @@ def verified_bitmap(
 def _refuse_blob(
     blob: bytes, expected_size: int | None, expected_cardinality: int | None, num_records: int | None
 ) -> None:
-    """The reason a blob failed `verify_blob`, found by running each check in order (raises)."""
+    """The reason a blob failed `verified_bitmap`, found by running each check in order (raises)."""
     if expected_size is not None and len(blob) >= 4:
         length = struct.unpack_from(">I", blob)[0]
         if length != expected_size:

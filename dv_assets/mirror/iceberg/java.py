@@ -178,7 +178,7 @@ class IcebergJava:
 
     def data_files_not_named_by_uri(self, table_name: str, snapshot_id: int | None) -> list[str]:
         """The snapshot's data files recorded as a bare local path or a `file://` URI rather than the
-        URI the mirror writes (`layout.iceberg_location`): what mirrors made before that recorded. One
+        URI the mirror writes (`locations.iceberg_location`): what mirrors made before that recorded. One
         scan of the snapshot's data manifests (Iceberg's `data_files` metadata table)."""
         if snapshot_id is None:
             return []

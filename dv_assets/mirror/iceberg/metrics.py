@@ -78,22 +78,6 @@ class DeltaMetadataLike(Protocol):
     def configuration(self) -> Mapping[str, str]: ...
 
 
-def metrics_from_delta_stats(
-    stats: str | Mapping[str, Any] | None,
-    *,
-    delta_schema: delta.StructType,
-    iceberg_schema: iceberg.Schema,
-    column_mapping_mode: str = "none",
-    partition_columns: Sequence[str] = (),
-    string_prefix_length: int = DEFAULT_STRING_PREFIX_LENGTH,
-) -> IcebergMetrics:
-    """Iceberg metrics from a Delta `add.stats` (the JSON text preferably: decimals keep their digits)."""
-    converter = StatsConverter.of(
-        delta_schema, iceberg_schema, column_mapping_mode, partition_columns, string_prefix_length
-    )
-    return converter(stats)
-
-
 @dataclass(frozen=True)
 class StatsConverter:
     """Delta stats to Iceberg metrics for the files of one schema and settings: the column walk is done

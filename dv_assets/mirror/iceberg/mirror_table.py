@@ -23,7 +23,7 @@ DELTA_TABLE_ID_PROPERTY = "dvmirror.delta-table-id"  # metaData.id: the same fol
 DELTA_PARTITION_COLUMNS_PROPERTY = "dvmirror.delta-partition-columns"  # JSON list, in Delta's order
 NAME_MAPPING_PROPERTY = "schema.name-mapping.default"
 GC_ENABLED_PROPERTY = "gc.enabled"
-# "true": every data file of the current snapshot is named by its URI (`layout.iceberg_location`). Set when
+# "true": every data file of the current snapshot is named by its URI (`locations.iceberg_location`). Set when
 # the table is created, or once a mirror made before that holds no data file recorded as a bare path.
 URI_LOCATIONS_PROPERTY = "dvmirror.uri-locations"
 # The first Delta version the mirror could start at, set when its first sync started after version 0: the

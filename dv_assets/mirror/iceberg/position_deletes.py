@@ -26,9 +26,6 @@ def _field(name: str, type_: pa.DataType, field_id: int) -> pa.Field:
     return pa.field(name, type_, nullable=False, metadata={b"PARQUET:field_id": str(field_id).encode()})
 
 
-POSITION_DELETE_SCHEMA = pa.schema(
-    [_field("file_path", pa.string(), FILE_PATH_FIELD_ID), _field("pos", pa.int64(), POS_FIELD_ID)]
-)
 # What is written: the same columns, file_path as a dictionary (Parquet stores a plain string column).
 _WRITTEN_SCHEMA = pa.schema(
     [

@@ -119,17 +119,3 @@ def build_puffin(blobs: Sequence[DVBlob], *, created_by: str = CREATED_BY) -> Pu
     payload = PuffinFooter(tuple(entries), created_by).payload()
     parts += [MAGIC, payload, struct.pack("<II", len(payload), 0), MAGIC]
     return PuffinFile(content=b"".join(parts), entries=tuple(entries))
-
-
-def read_puffin_footer(content: bytes) -> dict[str, Any]:
-    """The footer JSON of a Puffin file, after checking both magics and the flags (uncompressed only)."""
-    if len(content) < 2 * len(MAGIC) + FOOTER_STRUCT_SIZE or content[:4] != MAGIC or content[-4:] != MAGIC:
-        raise ValueError("not a Puffin file: magic PFA1 missing at the start or the end")
-    payload_size, flags = struct.unpack_from("<II", content, len(content) - FOOTER_STRUCT_SIZE)
-    if flags != 0:
-        raise ValueError(f"Puffin footer flags are {flags:#x}; compressed footers are not supported")
-    payload_end = len(content) - FOOTER_STRUCT_SIZE
-    footer_start = payload_end - payload_size - len(MAGIC)
-    if footer_start < len(MAGIC) or content[footer_start : payload_end - payload_size] != MAGIC:
-        raise ValueError("Puffin footer magic missing before the footer payload")
-    return json.loads(content[payload_end - payload_size : payload_end].decode("utf-8"))

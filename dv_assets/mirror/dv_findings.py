@@ -1,7 +1,7 @@
 """A mirrored snapshot's deletion vectors checked against Delta's, read independently of the sync: the
 Iceberg side as the snapshot's live content files (`SnapshotFiles`: Spark's `files` metadata table here,
 or the manifests through pyiceberg, `iceberg/pyiceberg_reader.read_snapshot_files`: the same rows), the Delta
-side from the log replay. What the `one_dv_per_data_file` check reports (`version_checks`)."""
+side from the log replay. What the `one_dv_per_data_file` check reports (`exactness_checks`)."""
 
 from __future__ import annotations
 

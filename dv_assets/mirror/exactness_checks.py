@@ -7,7 +7,7 @@ checks (`dv_assets/defs/iceberg/checks.py`) and `dvmirror verify` report these s
   file has no numRecords statistic or the summary lacks its totals: it never guesses, never reads a footer.
 * `one_dv_per_data_file`: in the snapshot every data file has at most one delete file (DV), every delete
   file references a live data file of the snapshot, every Delta DV has its Iceberg counterpart, and each
-  one's cardinality equals the Delta DV's (`verify.compare_dvs`, on the snapshot's content files read by
+  one's cardinality equals the Delta DV's (`dv_findings.compare_dvs`, on the snapshot's content files read by
   Spark or by pyiceberg: the same rows).
 * `row_count_matches` (a full scan through Spark): Delta's live rows at N from the log and from a real Delta
   read (`versionAsOf` N) both equal the rows Iceberg Java reads from the snapshot. It catches what
@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 
 from dv_assets.mirror.delta.facts import live_rows, live_rows_from_stats
 from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.dv_findings import findings_against_delta
 from dv_assets.mirror.iceberg.mirror_table import Snapshot, SnapshotFiles
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
-from dv_assets.mirror.verify import findings_against_delta
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

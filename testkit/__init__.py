@@ -1,0 +1,1 @@
+"""What the tests and the benchmarks both build on: hand-written Delta tables (`synthetic.py`)."""
