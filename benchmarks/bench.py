@@ -6,7 +6,7 @@ out as Delta's PROTOCOL.md says: `SyntheticTable` of tests/helpers/delta_log.py)
 figure's, which Delta Spark writes and rewrites:
 
     .venv/bin/python benchmarks/bench.py [--files 100000] [--dvs 10000] [--memory-dvs 100000]
-        [--backlog 200] [--only backlog|freshness|iceberg|million] [--million]
+        [--backlog 200] [--only backlog|freshness|iceberg|install|million] [--million]
         [--million-files 1000000] [--repeats 3]
 
 Spark start-up is excluded from every time. Figures: per-version cost at 100,000 files vs 100 files;
@@ -20,7 +20,9 @@ step stats: the checks' time against the mirroring's. Then the freshness figures
 (benchmarks/freshness.py, `--only freshness`; a few minutes): `dvmirror status` and a no-op `dvmirror
 sync` (wall time, no JVM), `dvmirror sync` of one small version against Spark start-up alone, the follow
 mode's and the Dagster sensor's Delta commit -> Iceberg snapshot visible (Spark start-up included where
-the path pays it).
+the path pays it). Then issue 28's (benchmarks/install.py, `--only install`): Spark start-up of an
+installed package without a jars folder (the packaged helper, Maven coordinates through Ivy) over a jars
+folder's, on its second run (target <= 1 s), with Ivy resolving on a warm cache, and on the first run.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from benchmarks.driver_memory import peaks, reset_peaks
 from benchmarks.figures import Figure, Unmeasured
 from benchmarks.freshness import freshness_figures
 from benchmarks.iceberg_side_by_side import iceberg_side_by_side_figures
+from benchmarks.install import install_figures
 from benchmarks.million import million_figures
 from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.factory import build_definitions
@@ -407,7 +410,9 @@ def main() -> None:
     parser.add_argument("--memory-dvs", type=int, default=100_000, help="DVs of the memory version")
     parser.add_argument("--backlog", type=int, default=200, help="versions of the Dagster backlog run")
     parser.add_argument(
-        "--only", choices=["backlog", "freshness", "iceberg", "million"], help="measure these figures only"
+        "--only",
+        choices=["backlog", "freshness", "iceberg", "install", "million"],
+        help="measure these figures only",
     )
     parser.add_argument(
         "--million", action="store_true", help="also the million-file figures (benchmarks/million.py)"
@@ -421,6 +426,12 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="dvmirror-bench-") as name:
         tmp = Path(name)
+        if args.only == "install":  # Spark start-ups in processes of their own: no session here
+            figures = install_figures(tmp)
+            print()
+            for figure in figures:
+                print(figure.line())
+            return
         settings = MirrorSettings.resolve(catalog=CatalogConfig.under(tmp / "iceberg"))
         spark = get_or_create_spark(settings)
         print(
@@ -440,6 +451,8 @@ def main() -> None:
             figures += freshness_figures(spark, settings, tmp)
         if args.only in (None, "iceberg"):
             figures += iceberg_side_by_side_figures(spark, tmp, args.repeats)
+        if args.only is None:
+            figures += install_figures(tmp)
         if (args.only is None and args.million) or args.only == "million":
             figures += million_figures(tmp, args.million_files, args.repeats)
         print()
