@@ -25,7 +25,15 @@ import pytest
 
 from dv_assets.mirror.java import MIN_JAVA, check_java, java_major
 from tests.helpers.paths import DELTA_FIXTURES, REPO_ROOT
-from tests.helpers.processes import jars_dir, no_java_env, one_error_line, outside_env, run, run_dvmirror
+from tests.helpers.processes import (
+    clean_env,
+    jars_dir,
+    no_java_env,
+    one_error_line,
+    outside_env,
+    run,
+    run_dvmirror,
+)
 
 pytestmark = pytest.mark.system
 PACKAGED_JAR = REPO_ROOT / "dv_assets" / "mirror" / "jars" / "dvmirror-jvm.jar"
@@ -158,3 +166,15 @@ def test_java_versions_are_read_as_their_feature_release() -> None:
     assert java_major("unknown") is None
     # The Java on this machine (the suite's own Spark runs on it) passes.
     assert check_java().is_file()
+
+
+def test_an_unwritable_ivy_cache_is_one_line_before_anything_starts(tmp_path: Path) -> None:
+    """Ivy waits forever for a lock it cannot create: the CLI says so instead (no jars folder given)."""
+    shutil.copytree(DELTA_FIXTURES / TABLE, tmp_path / TABLE)
+    (tmp_path / "a-file").write_text("")
+    ivy = tmp_path / "a-file" / "ivy"
+    env = clean_env("DVMIRROR_", "DAGSTER_", PYTHONPATH=str(REPO_ROOT), DVMIRROR_IVY=str(ivy))
+    done = run_dvmirror("sync", TABLE, "--table", "mine.t", cwd=tmp_path, env=env)
+    assert done.returncode == 2, done.stderr
+    assert one_error_line(done).startswith(f"dvmirror: the Ivy cache {ivy} (DVMIRROR_IVY) is not a folder")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", TABLE]

@@ -148,6 +148,19 @@ def check_spark_can_start(settings: MirrorSettings, environ: Mapping[str, str] |
     before anything is created (the catalog's folders, Spark's log) and before any Spark start."""
     check_java(environ)
     helper_jar(settings.jars_dir)
+    if settings.spark_packages and resolved_jars(settings) is None:
+        # Ivy waits for a lock it cannot create rather than failing: an unwritable cache is said here.
+        try:
+            settings.ivy_dir.mkdir(parents=True, exist_ok=True)
+            writable = os.access(settings.ivy_dir, os.W_OK | os.X_OK)
+        except OSError:
+            writable = False
+        if not writable:
+            raise SparkSetupError(
+                f"the Ivy cache {settings.ivy_dir} (DVMIRROR_IVY) is not a folder this user can write: Spark "
+                f"downloads Delta and Iceberg there on a first run; point DVMIRROR_IVY elsewhere, or set "
+                f"{JARS_ENV} to a folder `make jars` filled"
+            )
     if not settings.spark_packages:
         assert settings.jars_dir is not None  # no jars folder means Maven packages (settings.resolve)
         jar_paths(settings.jars_dir, s3=settings.s3)
@@ -242,7 +255,14 @@ def get_or_create_spark(settings: MirrorSettings, overrides: Mapping[str, Any] |
         if "spark.jars.packages" in conf:
             # Ivy reports its resolution on the JVM's stdout: it goes to stderr (a CLI's Spark log), so
             # that stdout holds only what the caller prints (`--json`).
-            active = _with_stdout_on_stderr(builder.getOrCreate)
+            try:
+                active = _with_stdout_on_stderr(builder.getOrCreate)
+            except Exception as err:
+                raise RuntimeError(
+                    f"Spark could not resolve its jars from Maven Central into {settings.ivy_dir} (offline, "
+                    f"a proxy, or the folder is not writable?): {str(err).splitlines()[0][:200]}; set "
+                    f"{JARS_ENV} to a folder `make jars` filled to run offline"
+                ) from err
             _record_resolved_jars(settings, active)
         else:
             active = builder.getOrCreate()
