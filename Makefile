@@ -118,13 +118,16 @@ test-long: setup
 test-sweep: setup
 	$(BIN)/pytest -m sweep -s tests/test_outside_tables.py tests/test_sweep.py
 
-# The scale figures of issue 9, each next to its target (synthetic tables; takes a while); not part of `make test`.
+# First the hot values' construction against a frozen dataclass (benchmarks/micro.py, seconds; fails when a gain
+# is gone). Then the scale figures of issue 9, each next to its target (synthetic tables; takes a while); not part
+# of `make test`.
 # Then the freshness figures of issue 17 (status / no-op sync wall time, sync vs Spark start-up, follow mode
 # and Dagster sensor: Delta commit -> Iceberg snapshot); those alone: `.venv/bin/python benchmarks/bench.py
 # --only freshness` (a few minutes). Then issue 18's: the mirror vs Iceberg's own merge-on-read DELETE at 400
 # and 10,000 touched files (`--only iceberg`), and, with `--million`, the million-file figures
 # (benchmarks/million.py; about 4 minutes on a quiet 2-core machine, the table built from hard links in about a minute).
 bench: setup
+	$(BIN)/python benchmarks/micro.py
 	$(BIN)/python benchmarks/bench.py --million
 
 # The long fault suite (races for many rounds, forced interleavings at every version); not part of `make test`.

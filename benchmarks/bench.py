@@ -6,7 +6,7 @@ out as Delta's PROTOCOL.md says: `SyntheticTable` of tests/helpers/delta_log.py)
 figure's, which Delta Spark writes and rewrites:
 
     .venv/bin/python benchmarks/bench.py [--files 100000] [--dvs 10000] [--memory-dvs 100000]
-        [--backlog 200] [--only backlog|freshness|iceberg|install|million] [--million]
+        [--backlog 200] [--only backlog|freshness|iceberg|install|million|fleet] [--million]
         [--million-files 1000000] [--repeats 3]
 
 Spark start-up is excluded from every time. Figures: per-version cost at 100,000 files vs 100 files;
@@ -20,7 +20,11 @@ step stats: the checks' time against the mirroring's. Then the freshness figures
 (benchmarks/freshness.py, `--only freshness`; a few minutes): `dvmirror status` and a no-op `dvmirror
 sync` (wall time, no JVM), `dvmirror sync` of one small version against Spark start-up alone, the follow
 mode's and the Dagster sensor's Delta commit -> Iceberg snapshot visible (Spark start-up included where
-the path pays it). Then issue 28's (benchmarks/install.py, `--only install`): Spark start-up of an
+the path pays it). Then the CLI fleet figures of issue 29 (benchmarks/fleet.py, `--only fleet`; about
+10 minutes on a loaded 2-core machine): `dvmirror sync --tables` of 20 and 100 copies of a small fixture
+table, per table (100 vs 20: target 1.2x) and against a table's own `dvmirror sync` process; a follower
+over the 100 with one new commit on each (scaled to 300 tables: target 60 s) and its process tree's peak
+RSS (target 3 GiB). Then issue 28's (benchmarks/install.py, `--only install`): Spark start-up of an
 installed package without a jars folder (the packaged helper, Maven coordinates through Ivy) over a jars
 folder's, on its second run (target <= 1 s), with Ivy resolving on a warm cache, and on the first run.
 """
@@ -45,6 +49,7 @@ from pyspark.sql import SparkSession
 
 from benchmarks.driver_memory import peaks, reset_peaks
 from benchmarks.figures import Figure, Unmeasured
+from benchmarks.fleet import fleet_figures
 from benchmarks.freshness import freshness_figures
 from benchmarks.iceberg_side_by_side import iceberg_side_by_side_figures
 from benchmarks.install import install_figures
@@ -411,7 +416,7 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=200, help="versions of the Dagster backlog run")
     parser.add_argument(
         "--only",
-        choices=["backlog", "freshness", "iceberg", "install", "million"],
+        choices=["backlog", "freshness", "iceberg", "install", "million", "fleet"],
         help="measure these figures only",
     )
     parser.add_argument(
@@ -451,6 +456,8 @@ def main() -> None:
             figures += freshness_figures(spark, settings, tmp)
         if args.only in (None, "iceberg"):
             figures += iceberg_side_by_side_figures(spark, tmp, args.repeats)
+        if args.only in (None, "fleet"):
+            figures += fleet_figures(tmp)
         if args.only is None:
             figures += install_figures(tmp)
         if (args.only is None and args.million) or args.only == "million":

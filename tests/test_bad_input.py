@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError
-from dv_assets.mirror.iceberg.layout import iceberg_location
+from dv_assets.mirror.locations import iceberg_location
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.faults import (
     COMMIT_1,

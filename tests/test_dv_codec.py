@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pickle
 import shutil
@@ -234,9 +235,18 @@ def test_dv_task_of_a_descriptor_object() -> None:
 
     root = str(DELTA_FIXTURES / "table-with-dv-small")
     task = DVTask.of(root, Descriptor(), data_file="x.parquet", num_records=10)
-    # `of` fills the fields in directly: the same value, field for field, as the constructor's.
-    constructed = DVTask(root, "x.parquet", "u", Descriptor.path_or_inline_dv, 1, 36, 2, 10)
-    assert task == constructed and task.__dict__ == constructed.__dict__ and hash(task) == hash(constructed)
+    # `of` passes the fields by position: each lands in the field of its name.
+    constructed = DVTask(
+        table_root=root,
+        data_file="x.parquet",
+        storage_type="u",
+        path_or_inline_dv=Descriptor.path_or_inline_dv,
+        offset=1,
+        size_in_bytes=36,
+        cardinality=2,
+        num_records=10,
+    )
+    assert task == constructed
     assert pickle.loads(pickle.dumps(task)) == task
     [dv] = convert_dv_batch([task])
     assert list(dv.positions()) == [0, 9]
@@ -252,7 +262,7 @@ def small_table(tmp_path: Path) -> tuple[Path, DVTask]:
     for path in table.rglob("*"):
         path.chmod(0o755 if path.is_dir() else 0o644)
     [task] = [task for t, v, task in FIXTURE_DVS if (t, v) == ("table-with-dv-small", 1)]
-    return table, DVTask(**{**task.__dict__, "table_root": str(table)})
+    return table, dataclasses.replace(task, table_root=str(table))
 
 
 def test_flipped_crc_byte_is_refused(small_table: tuple[Path, DVTask]) -> None:
@@ -293,10 +303,10 @@ def test_truncated_file_is_refused(small_table: tuple[Path, DVTask]) -> None:
 
 def test_wrong_size_in_bytes_is_refused(small_table: tuple[Path, DVTask]) -> None:
     _, task = small_table
-    smaller = DVTask(**{**task.__dict__, "size_in_bytes": task.size_in_bytes - 4})
+    smaller = dataclasses.replace(task, size_in_bytes=task.size_in_bytes - 4)
     with pytest.raises(InvalidDeletionVectorError, match="sizeInBytes is 32"):
         convert_dv_batch([smaller])
-    larger = DVTask(**{**task.__dict__, "size_in_bytes": task.size_in_bytes + 100})
+    larger = dataclasses.replace(task, size_in_bytes=task.size_in_bytes + 100)
     with pytest.raises(InvalidDeletionVectorError, match="needs bytes"):
         convert_dv_batch([larger])
 
@@ -304,11 +314,11 @@ def test_wrong_size_in_bytes_is_refused(small_table: tuple[Path, DVTask]) -> Non
 def test_wrong_cardinality_and_positions_past_the_file_are_refused(small_table: tuple[Path, DVTask]) -> None:
     _, task = small_table
     with pytest.raises(InvalidDeletionVectorError, match="cardinality is 3"):
-        convert_dv_batch([DVTask(**{**task.__dict__, "cardinality": 3})])
+        convert_dv_batch([dataclasses.replace(task, cardinality=3)])
     with pytest.raises(
         InvalidDeletionVectorError, match="1 position\\(s\\) at or past the data file's 9 rows"
     ):
-        convert_dv_batch([DVTask(**{**task.__dict__, "num_records": 9})])
+        convert_dv_batch([dataclasses.replace(task, num_records=9)])
 
 
 def test_missing_file_is_refused(small_table: tuple[Path, DVTask]) -> None:

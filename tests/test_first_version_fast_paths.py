@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from dv_assets.mirror.delta.actions import NUM_RECORDS_READ, AddFile, _num_records, _parse_stats
-from dv_assets.mirror.delta.log import add_rows, column_values, stats_num_records
+from dv_assets.mirror.delta.checkpoint_columns import add_rows, column_values, stats_num_records
 from dv_assets.mirror.iceberg.content_files import ColumnMetrics, DataFile
 
 STRING_MAP = pa.map_(pa.string(), pa.string())

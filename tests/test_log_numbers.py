@@ -19,8 +19,8 @@ import pyarrow as pa
 import pytest
 from pyroaring import BitMap64
 
+from dv_assets.mirror.delta.checkpoint_columns import stats_num_records
 from dv_assets.mirror.delta.data_files import record_count
-from dv_assets.mirror.delta.log import stats_num_records
 from dv_assets.mirror.delta.paths import PathPolicy
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.dv.codec import check_positions

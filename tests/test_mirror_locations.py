@@ -18,10 +18,10 @@ import pytest
 
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.iceberg.java import IcebergJava
-from dv_assets.mirror.iceberg.layout import comparable
 from dv_assets.mirror.iceberg.maintenance import Retention, expire_and_reclaim
 from dv_assets.mirror.iceberg.mirror_table import URI_LOCATIONS_PROPERTY, URI_LOCATIONS_SUMMARY
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.locations import comparable
 from dv_assets.mirror.placement import ExecutorPolicy
 from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.sync import sync_table

@@ -4,7 +4,8 @@ snapshot was written with, and the DV findings of a snapshot against Delta's DVs
 from __future__ import annotations
 
 from dv_assets.mirror import MirrorTable, Schema, Snapshot, SnapshotTotals
-from dv_assets.mirror.verify import DeleteFileRow, compare_dvs
+from dv_assets.mirror.iceberg.mirror_table import DeleteFileRow
+from dv_assets.mirror.verify import compare_dvs
 
 
 def snapshot(summary: dict[str, str], snapshot_id: int = 1, schema_id: int | None = None) -> Snapshot:

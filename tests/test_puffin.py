@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import struct
 from pathlib import Path
@@ -156,9 +155,8 @@ def test_footer_payload_is_the_json_of_its_entries_for_any_file_name() -> None:
     assert empty.payload() == json.dumps(empty.to_json(), separators=(",", ":")).encode()
 
 
-def test_puffin_dv_entries_equal_the_constructors_field_for_field() -> None:
-    """`DeleteFile.puffin_dvs` fills each value in directly: it must set every field, as the constructor
-    would (a field added later without it makes this fail)."""
+def test_puffin_dv_entries_are_the_delete_files_they_describe() -> None:
+    """`DeleteFile.puffin_dvs` passes each value by position: each must land in the field of its name."""
     partition = (3, "x")
     [fast] = DeleteFile.puffin_dvs("file:/w/d.puffin", 900, [("file:/t/a.parquet", partition, 7, 4, 60)])
     built = DeleteFile(
@@ -171,7 +169,4 @@ def test_puffin_dv_entries_equal_the_constructors_field_for_field() -> None:
         content_offset=4,
         content_size_in_bytes=60,
     )
-    assert set(vars(fast)) == {f.name for f in dataclasses.fields(DeleteFile)}
     assert fast == built and fast.to_json() == built.to_json()
-    with pytest.raises(dataclasses.FrozenInstanceError):
-        fast.path = "elsewhere"  # type: ignore[misc]

@@ -22,9 +22,10 @@ from pydantic import ValidationError
 from dv_assets.mirror.dv.codec import encode_blob, z85_encode
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorConflictError, MirrorInputError
 from dv_assets.mirror.iceberg.java import IcebergJava
-from dv_assets.mirror.iceberg.layout import MirrorLayout, comparable, iceberg_location
+from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.maintenance import Retention
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.locations import comparable, iceberg_location
 from dv_assets.mirror.placement import ExecutorPolicy
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 from dv_assets.mirror.sync import sync_table

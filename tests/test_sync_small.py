@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from pyiceberg.table.puffin import PuffinFile
 
-from dv_assets.mirror.iceberg.layout import comparable
+from dv_assets.mirror.locations import comparable
 from dv_assets.mirror.placement import ExecutorPolicy
 from dv_assets.mirror.settings import CatalogConfig
 from tests.helpers.paths import expected_rows

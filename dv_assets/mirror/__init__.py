@@ -61,7 +61,7 @@ _EXPORTS = {
     "first_readable_version": "dv_assets.mirror.status",
     "DvFindings": "dv_assets.mirror.verify",
     "dv_findings": "dv_assets.mirror.verify",
-    "SnapshotFiles": "dv_assets.mirror.verify",
+    "SnapshotFiles": "dv_assets.mirror.iceberg.mirror_table",
     "snapshot_files_with_spark": "dv_assets.mirror.verify",
     "read_snapshot_files": "dv_assets.mirror.iceberg.pyiceberg_reader",
     # the checks of one mirrored version (the Dagster asset checks and `dvmirror verify`)

@@ -4,6 +4,8 @@
         [--catalog-property KEY=VALUE ...] [--config FILE] [--warehouse PATH|URI]
         [--format-version 3|2] [--until-version N] [--allow-root PATH ...] [--json]
         [--follow [--interval SECONDS]]      (--follow: mirror each new version as it appears, until SIGTERM)
+    dvmirror sync --tables FILE [catalog flags] [--concurrency N] [--json] [--follow [--interval SECONDS]]
+        (every table of a file of DeltaMirrorComponent documents, in one process and one Spark session)
     dvmirror status NAMESPACE.NAME ... [--delta PATH] [catalog flags] [--json]        (no JVM)
     dvmirror verify NAMESPACE.NAME [--version N] [--full] [--delta PATH] [catalog flags] [--json]
         (no JVM without --full; exit 1 when a check fails)
@@ -37,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import sys
 import traceback
 from importlib.metadata import version
@@ -48,11 +49,13 @@ from dv_assets.mirror.cli_args import (
     check_catalog_reachable,
     child_stderr_to_log,
     internal_error_line,
-    pyiceberg_reads,
+    not_a_local_delta_table,
+    position_without_jvm,
     report_failure,
     settings_from,
 )
 from dv_assets.mirror.cli_expire import add_expire_parser
+from dv_assets.mirror.cli_fleet import add_fleet_arguments, run_sync_tables
 from dv_assets.mirror.cli_follow import DEFAULT_INTERVAL_SECONDS, positive_seconds, run_follow, version_line
 from dv_assets.mirror.cli_status import add_status_command
 from dv_assets.mirror.cli_verify import add_verify_parser
@@ -65,8 +68,6 @@ from dv_assets.mirror.errors import (
     MirrorConflictError,
     MirrorInputError,
 )
-from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
-from dv_assets.mirror.identity import mirror_position
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.results import SyncResult
 from dv_assets.mirror.settings import MirrorSettings
@@ -96,8 +97,11 @@ def _parser() -> argparse.ArgumentParser:
         epilog=parser.epilog,  # the exit codes and the catalog, in `dvmirror sync --help` too
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sync.add_argument("delta_table", help="path of the Delta table (the folder holding _delta_log)")
-    sync.add_argument("--table", required=True, help="Iceberg table, NAMESPACE.NAME")
+    sync.add_argument(
+        "delta_table", nargs="?", help="path of the Delta table (the folder holding _delta_log)"
+    )
+    sync.add_argument("--table", help="Iceberg table, NAMESPACE.NAME")
+    add_fleet_arguments(sync)
     add_catalog_arguments(sync)
     sync.add_argument(
         "--format-version",
@@ -128,6 +132,7 @@ def _parser() -> argparse.ArgumentParser:
         help="with --follow: how often to look for a new Delta commit "
         f"(default {DEFAULT_INTERVAL_SECONDS:g})",
     )
+    sync.set_defaults(sync_parser=sync)
     add_expire_parser(commands)
     add_verify_parser(commands)
     return parser
@@ -139,22 +144,30 @@ def _fail(args: argparse.Namespace, code: int, line: str, mirrored: list[int], s
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
     if args.command != "sync":  # a subcommand of its own module (`run` set by its parser)
         return args.run(args)
+    if args.tables is not None:
+        return run_sync_tables(args)
+    missing = [
+        name for name, value in (("delta_table", args.delta_table), ("--table", args.table)) if not value
+    ]
+    if missing:  # what argparse says of a missing required argument (exit 2)
+        args.sync_parser.error(
+            f"the following arguments are required: {', '.join(missing)} (or --tables FILE)"
+        )
+    if args.concurrency is not None:
+        return _fail(args, EXIT_BAD_INPUT, "--concurrency applies to --tables only", [], None)
     mirrored: list[int] = []  # versions committed by this run, for a failure report
     spark_log: str | None = None
     if "." not in args.table:
         return _fail(
             args, EXIT_BAD_INPUT, f"--table must be NAMESPACE.NAME, got {args.table!r}", mirrored, None
         )
-    if "://" not in args.delta_table:
-        if not Path(args.delta_table).exists():
-            reason = f"table {args.delta_table}: no such path"
-            return _fail(args, EXIT_BAD_INPUT, reason, mirrored, None)
-        if not (Path(args.delta_table) / "_delta_log").is_dir():
-            reason = f"table {args.delta_table}: no _delta_log folder: not a Delta table"
-            return _fail(args, EXIT_BAD_INPUT, reason, mirrored, None)
+    problem = not_a_local_delta_table(args.delta_table)
+    if problem is not None:
+        return _fail(args, EXIT_BAD_INPUT, problem, mirrored, None)
     try:
         settings = settings_from(args, args.delta_table)
     except ValueError as err:
@@ -246,20 +259,12 @@ def _up_to_date(
     latest: int,
     target: int,
 ) -> SyncResult | None:
-    """The run's result when the mirror already shows `target`, answered without a JVM (pyiceberg and the
-    Delta log, through the checks the sync itself makes: the same refusals); None when Spark is needed:
-    a version to mirror, no mirror yet, or a catalog pyiceberg cannot read."""
-    if not pyiceberg_reads(settings):
+    """The run's result when the mirror already shows `target`, answered without a JVM
+    (`position_without_jvm`); None when Spark is needed."""
+    position = position_without_jvm(settings, delta, table_name, format_version, latest, target)
+    if position is None or position.start <= target:
         return None
-    # Its sqlite catalog logs a warning on a catalog Iceberg Java created: stderr holds one line.
-    logging.getLogger("pyiceberg").setLevel(logging.ERROR)
-    table = read_mirror_table(settings.catalog, table_name)
-    if table is None:
-        return None
-    last_mirrored, start = mirror_position(delta, table, format_version, latest, target)
-    if start <= target:
-        return None
-    return SyncResult(delta.table_root, table_name, table.format_version, last_mirrored, latest)
+    return SyncResult(delta.table_root, table_name, position.format_version, position.last_mirrored, latest)
 
 
 def _report(args: argparse.Namespace, result: SyncResult) -> int:

@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import socket
 import sys
 import tempfile
+from pathlib import Path
+from typing import NamedTuple
 
+from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorInputError
+from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
+from dv_assets.mirror.identity import mirror_position
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings, parse_property
 
 S3_SCHEMES = ("s3://", "s3a://", "s3n://")
@@ -68,6 +74,46 @@ def kept_log(spark_log: str | None) -> str | None:
         return None
     os.unlink(spark_log)
     return None
+
+
+def not_a_local_delta_table(location: str) -> str | None:
+    """Why a local Delta table location cannot be one, answered before any JVM (None: it may be; a URI
+    is left to the sync)."""
+    if "://" in location:
+        return None
+    if not Path(location).exists():
+        return f"table {location}: no such path"
+    if not (Path(location) / "_delta_log").is_dir():
+        return f"table {location}: no _delta_log folder: not a Delta table"
+    return None
+
+
+class Position(NamedTuple):
+    format_version: int  # the mirror's
+    last_mirrored: int | None  # the Delta version the mirror shows (None: none yet)
+    start: int  # the first version to mirror (> target: nothing to do)
+
+
+def position_without_jvm(
+    settings: MirrorSettings,
+    delta: DeltaTable,
+    table_name: str,
+    format_version: int | None,
+    latest: int,
+    target: int,
+) -> Position | None:
+    """Where an existing mirror stands, read without a JVM (pyiceberg and the Delta log) through the
+    checks a sync itself makes (`mirror_position`: the same refusals, MirrorInputError); None when Spark
+    is needed to tell: no mirror yet, or a catalog pyiceberg cannot read."""
+    if not pyiceberg_reads(settings):
+        return None
+    # Its sqlite catalog logs a warning on a catalog Iceberg Java created: stderr holds one line.
+    logging.getLogger("pyiceberg").setLevel(logging.ERROR)
+    table = read_mirror_table(settings.catalog, table_name)
+    if table is None:
+        return None
+    last_mirrored, start = mirror_position(delta, table, format_version, latest, target)
+    return Position(table.format_version, last_mirrored, start)
 
 
 def internal_error_line(err: Exception, spark_log: str | None) -> str:

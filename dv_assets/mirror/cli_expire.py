@@ -3,7 +3,10 @@
 
 Iceberg's own `expire_snapshots` refuses a mirror (`gc.enabled=false`, rightly: its data files are
 Delta's), so this is how a CLI-only user expires one. Only the mirror's own delete files and Iceberg's
-metadata files that no retained snapshot references are deleted; Delta's files never.
+metadata files that no retained snapshot references are deleted (and the metadata files Iceberg drops
+from the table's metadata log when the expiry commits); Delta's files never. Every file deleted is
+listed (beyond 50, how many of each kind and where; --json lists every one). --dry-run answers without
+a JVM when pyiceberg reads the catalog.
 
 Exit codes: 0 done (also when nothing was expired), 2 bad input (no such table, not a dv-mirror table, a
 bad duration or catalog), 3 internal error.
@@ -73,6 +76,25 @@ def add_expire_parser(commands: argparse._SubParsersAction) -> None:
     expire.set_defaults(run=run_expire)
 
 
+# Up to this many files the text lists each one; beyond it, how many of each kind and in which folder
+# (`--json` always lists every one).
+MAX_LISTED = 50
+
+
+def _kind(location: str, key: str) -> str:
+    """What a deleted file is, for the text report."""
+    name = location.rsplit("/", 1)[-1]
+    if key == "deleted_metadata_json":
+        return "metadata file"
+    if key == "deleted_metadata_files":
+        return "manifest list" if name.startswith("snap-") else "manifest"
+    kind = "DV file (Puffin)" if name.endswith(".puffin") else "position-delete file"
+    return f"orphan {kind}" if key == "deleted_orphans" else kind
+
+
+_FILE_KEYS = ("deleted_delete_files", "deleted_orphans", "deleted_metadata_files", "deleted_metadata_json")
+
+
 def expire_report(report: MaintenanceReport, before: MirrorTable) -> dict:
     """The report as plain values, with the Delta versions expired and still readable in the mirror."""
     versions = {s.snapshot_id: s.delta_version for s in before.snapshots}
@@ -80,6 +102,7 @@ def expire_report(report: MaintenanceReport, before: MirrorTable) -> dict:
     return {
         "table": report.iceberg_table,
         "dry_run": report.dry_run,
+        "read_with": report.read_with,
         "snapshots_before": report.snapshots_before,
         "snapshots_expired": len(report.expired_snapshot_ids),
         "snapshots_retained": report.retained_snapshots,
@@ -91,22 +114,37 @@ def expire_report(report: MaintenanceReport, before: MirrorTable) -> dict:
         "deleted_delete_files": report.deleted_delete_files,
         "deleted_metadata_files": report.deleted_metadata_files,
         "deleted_orphans": report.deleted_orphans,
+        "deleted_metadata_json": report.deleted_metadata_json,
+        "deleted_files": report.deleted_files,
         "files_reclaimed": report.files_reclaimed,
         "bytes_reclaimed": report.bytes_reclaimed,
     }
 
 
 def _text(report: dict) -> str:
-    verb = "would expire" if report["dry_run"] else "expired"
+    dry = report["dry_run"]
+    verb = "would expire" if dry else "expired"
+    kinds: dict[str, list[str]] = {}
+    for key in _FILE_KEYS:
+        for location in report[key]:
+            kinds.setdefault(_kind(location, key), []).append(location)
+    counts = ", ".join(
+        f"{len(found)} {kind}{'s' if len(found) != 1 else ''}" for kind, found in kinds.items()
+    )
     lines = [
         f"{report['table']}: {verb} {report['snapshots_expired']} of {report['snapshots_before']} snapshots "
         f"(Delta versions {report['expired_delta_versions'] or 'none'}); "
         f"{report['snapshots_retained']} retained (Delta versions {report['retained_delta_versions']})",
-        f"{'would reclaim' if report['dry_run'] else 'reclaimed'} {report['files_reclaimed']} files, "
-        f"{report['bytes_reclaimed']} bytes: {len(report['deleted_delete_files'])} delete files, "
-        f"{len(report['deleted_metadata_files'])} metadata files, {len(report['deleted_orphans'])} orphans",
+        f"{'would delete' if dry else 'deleted'} {report['files_reclaimed']} files, "
+        f"{report['bytes_reclaimed']} bytes{': ' + counts if counts else ''}",
     ]
-    lines += [f"  {f}" for f in report["deleted_delete_files"] + report["deleted_orphans"]]
+    if report["files_reclaimed"] <= MAX_LISTED:
+        lines += [f"  {kind}: {location}" for kind, found in kinds.items() for location in found]
+    else:
+        for kind, found in kinds.items():
+            folders = sorted({location.rsplit("/", 1)[0] for location in found})
+            lines.append(f"  {len(found)} {kind}{'s' if len(found) != 1 else ''} in {', '.join(folders)}")
+        lines.append("  (--json lists every file)")
     return "\n".join(lines)
 
 
@@ -154,6 +192,12 @@ def run_expire(args: argparse.Namespace) -> int:
             before = read_mirror_table(settings.catalog, args.table)
             if (refusal := _refusal(args.table, before)) is not None:
                 return _fail(args, EXIT_BAD_INPUT, refusal, [], None)
+            if args.dry_run:  # what would go, read with pyiceberg: no JVM
+                from dv_assets.mirror.iceberg.maintenance import plan_without_jvm
+
+                return _print(
+                    args, expire_report(plan_without_jvm(settings.catalog, args.table, retention), before)
+                )
 
         from dv_assets.mirror.iceberg.java import IcebergJava
         from dv_assets.mirror.iceberg.maintenance import expire_and_reclaim
@@ -179,7 +223,10 @@ def run_expire(args: argparse.Namespace) -> int:
     if spark_log is not None:
         # Kept only when it may explain a failure (its path is then in the error line).
         Path(spark_log).unlink(missing_ok=True)
-    values = expire_report(report, before)
+    return _print(args, expire_report(report, before))
+
+
+def _print(args: argparse.Namespace, values: dict) -> int:
     if args.json:
         print(json.dumps({"ok": True, **values}, indent=2))
     else:

@@ -42,9 +42,8 @@ from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorI
 if TYPE_CHECKING:  # pyspark and the checks: not for `dvmirror --help`
     from pyspark.sql import SparkSession
 
-    from dv_assets.mirror.iceberg.mirror_table import MirrorTable
+    from dv_assets.mirror.iceberg.mirror_table import MirrorTable, SnapshotFiles
     from dv_assets.mirror.settings import MirrorSettings
-    from dv_assets.mirror.verify import SnapshotFiles
     from dv_assets.mirror.version_checks import CheckOutcome
 
 EXIT_CHECK_FAILED = 1

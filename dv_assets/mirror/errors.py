@@ -6,6 +6,15 @@ EXIT_BAD_INPUT = 2
 EXIT_INTERNAL_ERROR = 3
 EXIT_CONFLICT = 4
 
+# When a set of tables' exit code sums up theirs, the worst wins: an internal error, then a refusal, then a
+# lost race (a rerun converges), then done.
+_SEVERITY = {0: 0, EXIT_CONFLICT: 1, EXIT_BAD_INPUT: 2, EXIT_INTERNAL_ERROR: 3}
+
+
+def worst_exit_code(codes: list[int]) -> int:
+    """The exit code that sums up `codes` (0 when empty)."""
+    return max(codes, key=_SEVERITY.__getitem__, default=0)
+
 
 class MirrorInputError(Exception):
     """The Delta table (or a file it references) cannot be mirrored as it is; nothing was committed."""

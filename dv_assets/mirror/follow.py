@@ -32,11 +32,11 @@ from pathlib import Path
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
-from dv_assets.mirror.delta.log import LOG_DIR
+from dv_assets.mirror.delta.log_files import LOG_DIR
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.errors import MirrorConflictError
 from dv_assets.mirror.iceberg.java import IcebergJava
-from dv_assets.mirror.io import FileIO, NotARegularFileError
+from dv_assets.mirror.io import FileInfo, FileIO, NotARegularFileError
 from dv_assets.mirror.placement import DEFAULT_EXECUTOR_POLICY, ExecutorPolicy
 from dv_assets.mirror.results import VersionResult
 from dv_assets.mirror.sync import sync_table
@@ -148,38 +148,49 @@ def _transient_java(err: Py4JJavaError) -> bool:
 
 
 @dataclass(frozen=True)
-class _CommitFile:
+class CommitFile:
     """What a poll compares of a commit file: whether it exists, its size and modification time."""
 
     exists: bool
     size: int | None
     mtime_s: float | None
 
+    @classmethod
+    def of(cls, info: FileInfo) -> CommitFile:
+        return cls(info.exists, info.size, info.mtime_s)
 
-class _LogWatch:
-    """The cheap poll: one stat call for the next commit file and the last mirrored one."""
+
+class LogWatch:
+    """The cheap poll: one stat call for the next commit file and the last mirrored one. `poll_paths` and
+    `changed_from` let a caller watching many tables stat them all in one call (`fleet.py`)."""
 
     def __init__(self, delta_root: str, io: FileIO) -> None:
         self._log_dir = f"{delta_root.rstrip('/')}/{LOG_DIR}"
         self._io = io
 
-    def _commit_file(self, version: int) -> str:
+    def commit_file(self, version: int) -> str:
         return f"{self._log_dir}/{version:020d}.json"
 
-    def last_commit(self, version: int | None) -> _CommitFile | None:
+    def last_commit(self, version: int | None) -> CommitFile | None:
         if version is None:
             return None
-        info = self._io.stat(self._commit_file(version))
-        return _CommitFile(info.exists, info.size, info.mtime_s)
+        return CommitFile.of(self._io.stat(self.commit_file(version)))
 
-    def changed(self, version: int | None, last: _CommitFile | None) -> bool:
+    def poll_paths(self, version: int) -> list[str]:
+        """What a poll stats: the commit after `version`, then `version`'s own."""
+        return [self.commit_file(version + 1), self.commit_file(version)]
+
+    @staticmethod
+    def changed_from(infos: Sequence[FileInfo], last: CommitFile | None) -> bool:
+        """`changed` from the stats of `poll_paths`."""
+        next_info, last_info = infos
+        return next_info.exists or CommitFile.of(last_info) != last
+
+    def changed(self, version: int | None, last: CommitFile | None) -> bool:
         """Whether a pass is due: a commit after `version`, or `version`'s commit file not as it was."""
         if version is None:
             return True
-        next_info, last_info = self._io.stat_many(
-            [self._commit_file(version + 1), self._commit_file(version)]
-        )
-        return next_info.exists or _CommitFile(last_info.exists, last_info.size, last_info.mtime_s) != last
+        return self.changed_from(self._io.stat_many(self.poll_paths(version)), last)
 
 
 def follow_table(
@@ -209,13 +220,13 @@ def follow_table(
     iceberg = iceberg or IcebergJava(spark)
     io = io or FileIO(iceberg.storage_properties())
     delta_root = table_root_of(delta_path)
-    watch = _LogWatch(delta_root, io)
+    watch = LogWatch(delta_root, io)
     backoff = backoff or Backoff()
     result = FollowResult(delta_root, table_name, None)
     conflicts = 0
     announced = False
     pass_due = True
-    last_commit: _CommitFile | None = None
+    last_commit: CommitFile | None = None
 
     def committed(version_result: VersionResult) -> None:
         result.mirrored_versions.append(version_result.delta_version)

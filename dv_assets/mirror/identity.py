@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dv_assets.mirror.delta.replay import DeltaTable, VersionChange
 from dv_assets.mirror.errors import MirrorInputError
-from dv_assets.mirror.iceberg.layout import comparable
 from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_TABLE_PROPERTY,
     DELTA_TIMESTAMP_SUMMARY,
     MirrorTable,
     Snapshot,
 )
+from dv_assets.mirror.locations import comparable
 
 
 def check_apart(table_location: str, delta_root: str, table_name: str) -> None:

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from dv_assets.mirror.iceberg.layout import comparable
+from dv_assets.mirror.locations import comparable
 
 
 @dataclass(frozen=True)

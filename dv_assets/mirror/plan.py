@@ -33,7 +33,7 @@ from dv_assets.mirror.iceberg import metrics as iceberg_metrics
 from dv_assets.mirror.iceberg import schema as iceberg_schema
 from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
 from dv_assets.mirror.iceberg.delete_files import DeleteFileJob
-from dv_assets.mirror.iceberg.layout import MirrorLayout, comparable, iceberg_location
+from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_OPERATION_SUMMARY,
     DELTA_PARTITION_COLUMNS_PROPERTY,
@@ -51,6 +51,7 @@ from dv_assets.mirror.iceberg.mirror_table import (
     NewTable,
 )
 from dv_assets.mirror.iceberg.types import Schema
+from dv_assets.mirror.locations import comparable, iceberg_location
 
 # Columns Delta writers put in data files without the table schema having them, with the field ids
 # their name-mapping entries use: below Iceberg's reserved ids, far above any id a schema here reaches.

@@ -1,6 +1,6 @@
 """A mirrored snapshot's deletion vectors checked against Delta's, read independently of the sync: the
 Iceberg side as the snapshot's live content files (`SnapshotFiles`: Spark's `files` metadata table here,
-or the manifests through pyiceberg, `pyiceberg_reader.read_snapshot_files`: the same rows), the Delta
+or the manifests through pyiceberg, `iceberg/pyiceberg_reader.read_snapshot_files`: the same rows), the Delta
 side from the log replay. What the `one_dv_per_data_file` check reports (`version_checks`)."""
 
 from __future__ import annotations
@@ -12,29 +12,12 @@ from typing import TYPE_CHECKING
 
 from dv_assets.mirror.delta.facts import dv_cardinalities
 from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.iceberg.layout import comparable
+from dv_assets.mirror.iceberg.mirror_table import DeleteFileRow, SnapshotFiles
+from dv_assets.mirror.locations import comparable
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
-
-
-@dataclass(frozen=True)
-class DeleteFileRow:
-    """One delete file of the snapshot as Iceberg's `delete_files` metadata table lists it."""
-
-    file_path: str
-    referenced_data_file: str | None
-    record_count: int
-
-
-@dataclass(frozen=True)
-class SnapshotFiles:
-    """The live content files of a snapshot: its data files' paths and its delete files (DVs, position-
-    and equality-delete files), each as the manifests name it."""
-
-    data_files: frozenset[str]
-    deletes: tuple[DeleteFileRow, ...]
 
 
 @dataclass(frozen=True)

@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING
 
 from dv_assets.mirror.delta.facts import live_rows, live_rows_from_stats
 from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.iceberg.mirror_table import Snapshot
+from dv_assets.mirror.iceberg.mirror_table import Snapshot, SnapshotFiles
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
-from dv_assets.mirror.verify import SnapshotFiles, findings_against_delta
+from dv_assets.mirror.verify import findings_against_delta
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

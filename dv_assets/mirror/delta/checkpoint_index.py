@@ -63,14 +63,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from dv_assets.mirror.delta.actions import parse_actions
-from dv_assets.mirror.delta.log import (
-    AddCandidates,
-    Checkpoint,
-    DeltaLog,
-    add_rows,
-    always_admitted,
-    raw_basenames,
-)
+from dv_assets.mirror.delta.add_candidates import AddCandidates, always_admitted, raw_basenames
+from dv_assets.mirror.delta.checkpoint_columns import add_rows
+from dv_assets.mirror.delta.log import DeltaLog
+from dv_assets.mirror.delta.log_files import Checkpoint
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.io import FileInfo, FileIO
 

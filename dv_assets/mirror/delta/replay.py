@@ -40,8 +40,10 @@ from dv_assets.mirror.delta.actions import (
     ValuePool,
     parse_actions,
 )
+from dv_assets.mirror.delta.add_candidates import AddCandidates
 from dv_assets.mirror.delta.checkpoint_index import CheckpointIndex, CheckpointIndexes
-from dv_assets.mirror.delta.log import AddCandidates, DeltaLog, LogListing
+from dv_assets.mirror.delta.log import DeltaLog
+from dv_assets.mirror.delta.log_files import LogListing
 from dv_assets.mirror.delta.paths import readers_keep_apart, table_root_of
 from dv_assets.mirror.delta.protocol import check_column_mapping, check_protocol
 from dv_assets.mirror.errors import MirrorInputError

@@ -5,7 +5,9 @@ For file-based DVs the blob is `dv_file[offset : offset + sizeInBytes + 8]` verb
 is the Iceberg frame, so nothing is re-encoded. Inline DVs get the frame added.
 
 The record: a `DVTask` says which DV to read and what to expect of it (picklable plain values); a
-`DVBlob` is that DV read and verified, the one form the Puffin and position-delete writers take.
+`DVBlob` is that DV read and verified, the one form the Puffin and position-delete writers take. Both are
+made once per DV (a version may hold 100,000): slotted dataclasses, read-only by convention, as every hot
+value of the mirror is (their plain constructors are the fast path; `benchmarks/micro.py` holds the gain).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import functools
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from pyroaring import BitMap64
 
@@ -56,7 +58,7 @@ class DeletionVectorDescriptorLike(Protocol):
     def cardinality(self) -> int: ...
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class DVTask:
     """One DV to read and verify: where it is and what to expect of it, as plain (picklable) values."""
 
@@ -73,26 +75,22 @@ class DVTask:
     def of(
         cls, table_root: str, dv: DeletionVectorDescriptorLike, *, data_file: str, num_records: int | None
     ) -> DVTask:
-        """Equal to the constructor's value, but each field is filled in directly rather than through the
-        frozen `__init__` (an `object.__setattr__` per field): a version may plan 100,000 DVs, and this
-        takes a third of the time (tests/test_dv_codec.py compares the two)."""
-        task = object.__new__(cls)
-        task.__dict__.update(
-            table_root=table_root,
-            data_file=data_file,
-            storage_type=dv.storage_type,
-            path_or_inline_dv=dv.path_or_inline_dv,
-            offset=dv.offset,
-            size_in_bytes=dv.size_in_bytes,
-            cardinality=dv.cardinality,
-            num_records=num_records,
+        """The task of reading `dv`, a deletion vector of `data_file`."""
+        return cls(
+            table_root,
+            data_file,
+            dv.storage_type,
+            dv.path_or_inline_dv,
+            dv.offset,
+            dv.size_in_bytes,
+            dv.cardinality,
+            num_records,
         )
-        return task
 
 
-class DVBlob(NamedTuple):
-    """A DV whose length, magic, CRC-32, cardinality and position range were checked. A named tuple, not a
-    frozen dataclass: a version makes one per DV, and a tuple is built in a fifth of the time."""
+@dataclass(slots=True)
+class DVBlob:
+    """A DV whose length, magic, CRC-32, cardinality and position range were checked."""
 
     data_file: str  # the data file it deletes from (named as in Iceberg when written: `referenced-data-file`)
     blob: bytes  # the exact deletion-vector-v1 blob (length | magic | vector | crc)
@@ -163,7 +161,6 @@ def _verify_file(
     """Read and verify the DVs of one DV file, `placed` as (offset, task index) in offset order, into
     `results` at their tasks' indexes. The loop runs once per DV of a version: plain locals and tuples,
     one call of C checks (`verified_bitmap`) and one DVBlob per DV."""
-    new_blob = tuple.__new__
     for span, read_from, span_dvs in _read_spans(io, location, placed, tasks):
         for offset, index in span_dvs:
             task = tasks[index]
@@ -176,10 +173,9 @@ def _verify_file(
                 raise InvalidDeletionVectorError(
                     f"deletion vector in {location} at offset {offset}: {exc.reason}", file=task.data_file
                 ) from exc
-            # Verified: the bitmap holds exactly the descriptor's cardinality. `tuple.__new__` skips the
-            # named tuple's Python-level constructor (same value).
+            # Verified: the bitmap holds exactly the descriptor's cardinality.
             name = task.data_file if names is None else names[task.data_file]
-            results[index] = new_blob(DVBlob, (name, blob, task.cardinality, location))
+            results[index] = DVBlob(name, blob, task.cardinality, location)
 
 
 def _offset(task: DVTask, location: str) -> int:

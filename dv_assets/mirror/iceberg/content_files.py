@@ -37,9 +37,10 @@ def _partition_json(partition: PartitionJson) -> str:
     return "[]" if partition == () else _json(partition_to_json(partition))
 
 
-# ColumnMetrics and DataFile are made once per data file a version adds (a million in a first version)
-# and handed on at once: plain dataclasses, as a frozen one's __init__ costs ~4 times as much. Read-only
-# by convention: nothing changes one after it is made.
+# The hot values: ColumnMetrics and DataFile are made once per data file a version adds (a million in a
+# first version), DeleteFile once per DV (100,000 in some versions). Slotted dataclasses, read-only by
+# convention (nothing changes one after it is made), as a frozen dataclass's __init__ (an
+# `object.__setattr__` per field) costs 3-6 times as much; `benchmarks/micro.py` holds the gain.
 @dataclass(slots=True)
 class ColumnMetrics:
     """Column metrics keyed by Iceberg field id; bounds in single-value binary form."""
@@ -131,7 +132,7 @@ class DataFile:
 NO_METRICS = ColumnMetrics()
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class DeleteFile:
     """Position deletes for exactly one data file: a v3 DV (a blob of a Puffin file, at `content_offset`)
     or a v2 position-delete Parquet file."""
@@ -177,30 +178,21 @@ class DeleteFile:
         cls, path: str, file_size_in_bytes: int, dvs: Iterable[tuple[str, PartitionJson, int, int, int]]
     ) -> list[DeleteFile]:
         """The DVs of one Puffin file as delete files, from (referenced data file, partition, cardinality,
-        blob offset, blob length) each; no metrics.
-
-        Equal to what the constructor gives, but each value is filled in directly rather than through the
-        frozen `__init__` (an `object.__setattr__` per field): a version may hold 100,000 DVs, and this
-        takes a third of the time. Every field is set here (tests/test_puffin.py compares the two).
-        """
-        new = object.__new__
-        entries = []
-        for data_file, partition, cardinality, offset, length in dvs:
-            entry = new(cls)
-            entry.__dict__.update(
-                path=path,
-                file_format=PUFFIN,
-                partition=partition,
-                file_size_in_bytes=file_size_in_bytes,
-                record_count=cardinality,
-                referenced_data_file=data_file,
-                content_offset=offset,
-                content_size_in_bytes=length,
-                metrics=NO_METRICS,
-                spec_id=0,
+        blob offset, blob length) each; no metrics."""
+        return [
+            cls(
+                path,
+                PUFFIN,
+                partition,
+                file_size_in_bytes,
+                cardinality,
+                data_file,
+                offset,
+                length,
+                NO_METRICS,
             )
-            entries.append(entry)
-        return entries
+            for data_file, partition, cardinality, offset, length in dvs
+        ]
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> DeleteFile:

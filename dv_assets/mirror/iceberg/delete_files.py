@@ -94,8 +94,14 @@ def _write_delete_files(job: DeleteFileJob, io: FileIO, written: list[DeleteFile
             path,
             len(puffin.content),
             (
-                (data_file, partitions[data_file], cardinality, offset, length)
-                for data_file, offset, length, cardinality in puffin.entries
+                (
+                    e.referenced_data_file,
+                    partitions[e.referenced_data_file],
+                    e.cardinality,
+                    e.offset,
+                    e.length,
+                )
+                for e in puffin.entries
             ),
         )
         return written

@@ -35,7 +35,6 @@ from pyspark.sql import SparkSession
 
 from dv_assets.mirror.errors import MirrorConflictError
 from dv_assets.mirror.iceberg.content_files import NO_METRICS, PUFFIN, DataFile, DeleteFile, partition_to_json
-from dv_assets.mirror.iceberg.layout import iceberg_location
 from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_VERSION_SUMMARY,
     GC_ENABLED_PROPERTY,
@@ -44,9 +43,11 @@ from dv_assets.mirror.iceberg.mirror_table import (
     CommitRequest,
     MirrorTable,
     NewTable,
-    SnapshotFiles,
+    ReferencedFiles,
+    TableHistory,
 )
 from dv_assets.mirror.iceberg.types import Schema
+from dv_assets.mirror.locations import iceberg_location
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 
 # Iceberg Java exceptions that mean "someone else committed first": the plan is stale, nothing landed.
@@ -58,6 +59,8 @@ _CONFLICTS = (
 _UNKNOWN_OUTCOME = "org.apache.iceberg.exceptions.CommitStateUnknownException"
 # The project's JVM helper (jvm/src/main/java/dev/dvmirror/ContentFileBatch.java).
 CONTENT_FILE_BATCH = "dev.dvmirror.ContentFileBatch"
+# Its one door into Iceberg's private members (`_stage_data_manifests`), checked when the catalog starts.
+ICEBERG_INTERNALS = "dev.dvmirror.IcebergInternals"
 # The DVs of a commit, in `ContentFileBatch.stageDeletionVectors`'s lines, beside the JSON lines.
 DV_LINES_FILE = "deletion-vectors.tsv"
 
@@ -80,6 +83,8 @@ class IcebergJava:
         spark_catalog = spark._jsparkSession.sessionState().catalogManager().catalog(ICEBERG_CATALOG_NAME)
         self._catalog = spark_catalog.icebergCatalog()
         self._batch = _helper_class(self._jvm, CONTENT_FILE_BATCH)
+        if data_manifests:  # fails naming what moved, on an Iceberg other than the one jvm/pom.xml pins
+            _helper_class(self._jvm, ICEBERG_INTERNALS).check()
         self._staged: dict[str, Any] = {}
         # The data manifests `_stage_data_manifests` wrote for the commit under way (deleted if it fails).
         self._written_manifests: list[str] = []
@@ -121,6 +126,14 @@ class IcebergJava:
         metadata = table.operations().current()
         return MirrorTable.from_metadata(
             table_name,
+            json.loads(self._iceberg.TableMetadataParser.toJson(metadata)),
+            str(metadata.metadataFileLocation()),
+        )
+
+    def table_state(self, table_name: str) -> TableHistory:
+        """What expiry needs of the table (`mirror_table.TableHistory`): refs, snapshots, metadata log."""
+        metadata = self._require(table_name).operations().current()
+        return TableHistory.of(
             json.loads(self._iceberg.TableMetadataParser.toJson(metadata)),
             str(metadata.metadataFileLocation()),
         )
@@ -175,13 +188,13 @@ class IcebergJava:
         ).collect()
         return [path for (path,) in rows if path != iceberg_location(path)]
 
-    def snapshot_files(self, table_name: str, snapshot_ids: Iterable[int]) -> dict[int, SnapshotFiles]:
+    def snapshot_files(self, table_name: str, snapshot_ids: Iterable[int]) -> dict[int, ReferencedFiles]:
         """Manifest list, manifests and delete files of each snapshot; every manifest is read once."""
         table = self._require(table_name)
         io = table.io()
         wanted = set(snapshot_ids)
         deletes_of_manifest: dict[str, frozenset[str]] = {}
-        out: dict[int, SnapshotFiles] = {}
+        out: dict[int, ReferencedFiles] = {}
         for snapshot in table.snapshots():
             snapshot_id = int(snapshot.snapshotId())
             if snapshot_id not in wanted:
@@ -196,7 +209,7 @@ class IcebergJava:
                     locations = str(self._batch.deleteFileLocations(table, manifest)).splitlines()
                     deletes_of_manifest[path] = frozenset(locations)
                 deletes |= deletes_of_manifest[path]
-            out[snapshot_id] = SnapshotFiles(frozenset(metadata), frozenset(deletes))
+            out[snapshot_id] = ReferencedFiles(frozenset(metadata), frozenset(deletes))
         return out
 
     # -- writing -----------------------------------------------------------------------------------

@@ -304,9 +304,88 @@ class CommitOutcome:
 
 
 @dataclass(frozen=True)
-class SnapshotFiles:
+class ReferencedFiles:
     """The files one snapshot references besides data files: its manifest list and manifests
-    (Iceberg's metadata) and its delete files."""
+    (Iceberg's metadata) and its delete files (what expiring it may free, `maintenance.py`)."""
 
     metadata_files: frozenset[str] = field(default_factory=frozenset)
     delete_files: frozenset[str] = field(default_factory=frozenset)
+
+
+@dataclass(frozen=True)
+class DeleteFileRow:
+    """One delete file of the snapshot as Iceberg's `delete_files` metadata table lists it."""
+
+    file_path: str
+    referenced_data_file: str | None
+    record_count: int
+
+
+@dataclass(frozen=True)
+class SnapshotFiles:
+    """The live content files of a snapshot: its data files' paths and its delete files (DVs, position-
+    and equality-delete files), each as the manifests name it."""
+
+    data_files: frozenset[str]
+    deletes: tuple[DeleteFileRow, ...]
+
+
+# Iceberg's TableProperties: the metadata log's length, and whether a commit deletes what falls off it.
+PREVIOUS_VERSIONS_MAX = "write.metadata.previous-versions-max"
+PREVIOUS_VERSIONS_MAX_DEFAULT = 100
+DELETE_AFTER_COMMIT = "write.metadata.delete-after-commit.enabled"
+MAX_REF_AGE_MS = "history.expire.max-ref-age-ms"
+
+
+@dataclass(frozen=True)
+class TableHistory:
+    """What expiry needs of a table, from its metadata JSON (Iceberg's table spec; either adapter): the
+    snapshots with their parents and times, the refs, the metadata log and the properties."""
+
+    location: str
+    metadata_location: str
+    properties: Mapping[str, str]
+    snapshots: Mapping[int, tuple[int | None, int]]  # id -> (parent id, timestamp ms), in the table's order
+    refs: Mapping[str, Mapping[str, Any]]  # name -> {"snapshot-id", "type", "min-snapshots-to-keep", ...}
+    metadata_log: tuple[str, ...]  # previous metadata files, oldest first
+
+    @classmethod
+    def of(cls, metadata: Mapping[str, Any], metadata_location: str) -> TableHistory:
+        refs = dict(metadata.get("refs") or {})
+        current = metadata.get("current-snapshot-id")
+        if not refs and current is not None and int(current) != -1:  # v1 metadata may carry no refs
+            refs = {"main": {"snapshot-id": int(current), "type": "branch"}}
+        return cls(
+            location=str(metadata["location"]),
+            metadata_location=metadata_location,
+            properties=dict(metadata.get("properties") or {}),
+            snapshots={
+                int(s["snapshot-id"]): (
+                    None if s.get("parent-snapshot-id") is None else int(s["parent-snapshot-id"]),
+                    int(s["timestamp-ms"]),
+                )
+                for s in metadata.get("snapshots", ())
+            },
+            refs=refs,
+            metadata_log=tuple(str(e["metadata-file"]) for e in metadata.get("metadata-log") or ()),
+        )
+
+    def ancestors(self, snapshot_id: int) -> list[int]:
+        """`snapshot_id` and its ancestors still in the table, newest first (Iceberg's `ancestorsOf`)."""
+        out: list[int] = []
+        current: int | None = snapshot_id
+        while current is not None and current in self.snapshots and current not in out:
+            out.append(current)
+            current = self.snapshots[current][0]
+        return out
+
+    def metadata_log_dropped_by_commit(self) -> list[str]:
+        """The metadata files the next commit deletes: those that fall off the metadata log when the
+        current file joins it (Iceberg's `TableMetadata.addPreviousFile` and
+        `BaseMetastoreTableOperations.deleteRemovedMetadataFiles`), when delete-after-commit is on."""
+        if self.properties.get(DELETE_AFTER_COMMIT, "false").lower() != "true":
+            return []
+        keep = max(1, int(self.properties.get(PREVIOUS_VERSIONS_MAX, PREVIOUS_VERSIONS_MAX_DEFAULT)))
+        if len(self.metadata_log) < keep:
+            return []
+        return list(self.metadata_log[: len(self.metadata_log) - keep + 1])

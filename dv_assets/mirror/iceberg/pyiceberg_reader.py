@@ -15,11 +15,17 @@ from pathlib import Path
 from typing import Any
 
 from dv_assets.mirror.errors import MirrorInputError
-from dv_assets.mirror.iceberg.mirror_table import MirrorTable, Snapshot
+from dv_assets.mirror.iceberg.mirror_table import (
+    DeleteFileRow,
+    MirrorTable,
+    ReferencedFiles,
+    Snapshot,
+    SnapshotFiles,
+    TableHistory,
+)
 from dv_assets.mirror.iceberg.types import Schema
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
-from dv_assets.mirror.verify import DeleteFileRow, SnapshotFiles
 
 DATA_CONTENT = 0  # a manifest entry's data_file.content: 0 data, 1 position deletes (and DVs), 2 equality
 DELETED_ENTRY = 2  # a manifest entry's status: 0 existing, 1 added, 2 deleted (not in the snapshot)
@@ -173,6 +179,59 @@ def read_snapshot_files(catalog: CatalogConfig, table_name: str, snapshot_id: in
                         )
                     )
     return SnapshotFiles(data_files=frozenset(data_files), deletes=tuple(deletes))
+
+
+def table_state_and_files(
+    catalog: CatalogConfig, table_name: str
+) -> tuple[TableHistory, dict[int, ReferencedFiles]] | None:
+    """What expiry needs of the table (`mirror_table.TableHistory`) and, for every snapshot, the files it
+    references besides data files (`IcebergJava.snapshot_files`' values: manifest list, manifests, live
+    delete files), read without a JVM; None: no such table. Every manifest is read once."""
+    from pyiceberg.avro.file import AvroFile
+    from pyiceberg.io import load_file_io
+    from pyiceberg.manifest import DATA_FILE_TYPE, MANIFEST_ENTRY_SCHEMAS, ManifestContent, read_manifest_list
+    from pyiceberg.typedef import Record
+
+    if _reads_metadata_itself(catalog):
+        found = _metadata_of(catalog, table_name)
+        if found is None:
+            return None
+        location, metadata = found
+        properties = {**catalog.pyiceberg_properties(), **(metadata.get("properties") or {})}
+        io = load_file_io(properties, location)
+    else:
+        table = _load_table(catalog, table_name)
+        if table is None:
+            return None
+        location, metadata, io = (
+            table.metadata_location,
+            json.loads(table.metadata.model_dump_json()),
+            table.io,
+        )
+    state = TableHistory.of(metadata, location)
+    entry_schema = MANIFEST_ENTRY_SCHEMAS[3]
+    status_at, file_at = (
+        [f.name for f in entry_schema.fields].index(name) for name in ("status", "data_file")
+    )
+    path_at = [f.name for f in DATA_FILE_TYPE[3].fields].index("file_path")
+    deletes_of_manifest: dict[str, frozenset[str]] = {}
+    files: dict[int, ReferencedFiles] = {}
+    for snapshot in metadata.get("snapshots", ()):
+        manifest_list = str(snapshot["manifest-list"])
+        referenced = {manifest_list}
+        deletes: set[str] = set()
+        for manifest in read_manifest_list(io.new_input(manifest_list)):
+            referenced.add(manifest.manifest_path)
+            if manifest.content != ManifestContent.DELETES:
+                continue
+            if manifest.manifest_path not in deletes_of_manifest:
+                with AvroFile[Record](io.new_input(manifest.manifest_path), entry_schema) as entries:
+                    deletes_of_manifest[manifest.manifest_path] = frozenset(
+                        entry[file_at][path_at] for entry in entries if entry[status_at] != DELETED_ENTRY
+                    )
+            deletes |= deletes_of_manifest[manifest.manifest_path]
+        files[int(snapshot["snapshot-id"])] = ReferencedFiles(frozenset(referenced), frozenset(deletes))
+    return state, files
 
 
 def mirror_table_of(table_name: str, table: Any) -> MirrorTable:

@@ -4,7 +4,6 @@ import java.io.BufferedReader;
 import java.io.BufferedWriter;
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.lang.reflect.Field;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -184,8 +183,8 @@ public final class ContentFileBatch {
    * as {@code AppendFiles.appendManifest} does. Iceberg's {@code appendManifest} counts only files and
    * records into the snapshot summary; here each file is counted as {@code addRows} counts it (sizes and
    * partitions too), so the summary is the one {@code addRows} gives. Both go through two private
-   * members of Iceberg's {@code MergingSnapshotProducer} (the row delta's class), found by reflection:
-   * the jar is pinned, and a version without them fails here, before anything is committed.
+   * members of Iceberg's {@code MergingSnapshotProducer} (the row delta's class), reached only through
+   * {@link IcebergInternals}: an Iceberg without them fails there, before any manifest is written.
    *
    * <p>Returns the manifests (their files counted by the writer). They are written now; if the commit
    * then fails, Iceberg does not delete them (an appended manifest becomes the table's only once
@@ -216,8 +215,8 @@ public final class ContentFileBatch {
                 TableProperties.MANIFEST_TARGET_SIZE_BYTES,
                 TableProperties.MANIFEST_TARGET_SIZE_BYTES_DEFAULT);
     Map<String, String> writerProperties = manifestWriterProperties(current);
-    List<ManifestFile> appended = privateMember(rowDelta, "appendManifests");
-    SnapshotSummary.Builder summary = privateMember(rowDelta, "addedDataFilesSummary");
+    List<ManifestFile> appended = IcebergInternals.appendManifests(rowDelta);
+    SnapshotSummary.Builder summary = IcebergInternals.addedDataFilesSummary(rowDelta);
     String prefix = "dvmirror-" + UUID.randomUUID() + "-m";
     int[] count = {0};
     RollingManifestWriter<DataFile> writer =
@@ -282,19 +281,6 @@ public final class ContentFileBatch {
       properties.put(TableProperties.AVRO_COMPRESSION_LEVEL, level);
     }
     return properties;
-  }
-
-  @SuppressWarnings("unchecked")
-  private static <T> T privateMember(RowDelta rowDelta, String name) {
-    try {
-      Class<?> producer = Class.forName("org.apache.iceberg.MergingSnapshotProducer");
-      Field field = producer.getDeclaredField(name);
-      field.setAccessible(true);
-      return (T) field.get(rowDelta);
-    } catch (ReflectiveOperationException e) {
-      throw new IllegalStateException(
-          "this Iceberg version's row delta has no " + name + " (dv-mirror pins Iceberg 1.12)", e);
-    }
   }
 
   /**

@@ -1,0 +1,399 @@
+"""`dvmirror sync --tables FILE [--follow]`: many tables in one process and one Spark session (`fleet.py`).
+
+FILE holds `DeltaMirrorComponent` documents, the format the Dagster code location reads
+(`dv_assets/defs/tables/defs.yaml`, DVMIRROR_SOURCES; parsed by the component's own
+`load_mirrors_file`): per table `name`, `delta_path` (relative: to FILE's folder), `iceberg_table`,
+`format_version`, `allowed_roots` and the shared `catalog` (else the catalog flags); the Dagster-only
+attributes (retention, cleanup_cron, freshness, start_running) are read and not used here.
+
+Once (no --follow): each table is checked without a JVM first (its path, its mirror read through pyiceberg:
+a table already up to date, or refused, answers there), then the others are mirrored in one Spark session,
+the most behind first, at most --concurrency at a time; a table refused or failing does not stop the
+others. --follow: after each table's catch-up, it keeps mirroring each new version as it appears, polling
+every --interval seconds; a failing table is retried with a backoff of its own (1 s doubling to 60 s)
+until SIGTERM/SIGINT, which ends the passes in flight between versions.
+
+Output, flushed line by line. Text: one line per event, naming the Iceberg table first:
+  `NS.T: mirrored Delta version V (…)` (the single-table line; while following `, lag X s` is added),
+  `NS.T is up to date with DELTA at version V`, `NS.T: mirrored up to Delta version V (K versions)`,
+  `NS.T: following DELTA every N s (mirrored up to version V)`, a failure on stderr as
+  `dvmirror: NS.T: <the one error line>; retrying in D s` (or `; not retried`), and last
+  `synced|stopped following N tables: A mirrored, R refused, E failed, C conflicts[, S not reached]`.
+With --json, JSON Lines on stdout instead, one object per event, each with `event` and, per table,
+`table` (the document's name), `iceberg_table` and `delta_table`:
+  {"event": "session", "tables", "concurrency", "spark_application", "jvm_pid"}   once Spark started
+  {"event": "version", …table, **the version's fields (as `sync --json`'s `versions`), "lag_seconds"}
+  {"event": "synced", …table, "mirrored_version", "latest_delta_version", "versions_mirrored",
+   "start_note"}                         a table up to date (once; also a following table's catch-up)
+  {"event": "following", …table, "interval_seconds", "mirrored_version"}
+  {"event": "failed", …table, "exit_code", "error", "retry_in_seconds" (null: not retried)}
+  {"event": "summary", "ok", "exit_code", "stopped", "spark_application", "jvm_pid" (null: no JVM was
+   needed), "spark_log", "tables": [{…table, "state", "exit_code", "mirrored_version",
+   "versions_mirrored"}]}     last; `state`: mirrored, refused, error, conflict or not reached
+The failure lines go to stderr in both modes.
+
+Exit code: the worst of the tables' (3 internal error > 2 refused > 4 conflict > 0), as their last pass
+left them: 0 every table mirrored; a bad tables file or flags: 2 before anything starts; a Spark session
+that is gone ends the run with 3. After SIGTERM/SIGINT the same sum: 0 when every table's last pass
+succeeded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import traceback
+from dataclasses import asdict, replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from dv_assets.mirror.cli_args import (
+    S3_SCHEMES,
+    check_catalog_reachable,
+    child_stderr_to_log,
+    internal_error_line,
+    not_a_local_delta_table,
+    position_without_jvm,
+    report_failure,
+    settings_from,
+)
+from dv_assets.mirror.cli_follow import DEFAULT_INTERVAL_SECONDS, version_line
+from dv_assets.mirror.delta.paths import table_root_of
+from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CONFLICT,
+    EXIT_INTERNAL_ERROR,
+    MirrorConflictError,
+    MirrorInputError,
+    worst_exit_code,
+)
+from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.settings import MirrorSettings
+
+if TYPE_CHECKING:  # fleet.py imports pyspark: not for `--help` nor a run answered without a JVM
+    from dv_assets.mirror.fleet import FleetTable
+    from dv_assets.mirror.results import SyncResult, VersionResult
+
+STATES = {0: "mirrored", EXIT_BAD_INPUT: "refused", EXIT_INTERNAL_ERROR: "error", EXIT_CONFLICT: "conflict"}
+
+
+def add_fleet_arguments(sync: argparse.ArgumentParser) -> None:
+    sync.add_argument(
+        "--tables",
+        metavar="FILE",
+        help="mirror every table of FILE (DeltaMirrorComponent documents, the format of the Dagster code "
+        "location's defs.yaml / DVMIRROR_SOURCES) in one process and one Spark session, instead of "
+        "DELTA_TABLE --table",
+    )
+    sync.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        metavar="N",
+        help="with --tables: at most N tables mirrored at a time in the one session (default 1)",
+    )
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return value
+
+
+class _Fleet:
+    """The run's output (thread-safe: versions are reported from the passes' threads) and its tally of
+    the tables answered without a JVM."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.json = bool(args.json)
+        self.follow = bool(args.follow)
+        self.interval = args.interval or DEFAULT_INTERVAL_SECONDS
+        self._lock = threading.Lock()
+        # Per table answered without a JVM: (table fields, exit code, mirrored version).
+        self.answered: list[tuple[dict[str, Any], int, int | None]] = []
+
+    def emit(self, text: str, event: dict[str, Any], *, error: bool = False) -> None:
+        with self._lock:
+            if error:
+                print(f"dvmirror: {text}", file=sys.stderr, flush=True)
+            if self.json:
+                print(json.dumps(event), flush=True)
+            elif not error:
+                print(text, flush=True)
+
+    # -- the engine's listener (fleet.FleetListener) ---------------------------------------------
+    def version(self, table: FleetTable, result: VersionResult, lag_seconds: float | None) -> None:
+        text = f"{table.iceberg_table}: {version_line(result)}"
+        if self.follow:
+            text += (
+                ", lag unknown (no commit timestamp)" if lag_seconds is None else f", lag {lag_seconds:.1f} s"
+            )
+        lag = None if lag_seconds is None else round(lag_seconds, 3)
+        self.emit(text, {"event": "version", **_fields(table), **asdict(result), "lag_seconds": lag})
+
+    def caught_up(self, table: FleetTable, result: SyncResult, first: bool, versions: int) -> None:
+        if first:
+            if result.start_note is not None and not self.json:
+                self.emit(f"{table.iceberg_table}: {result.start_note}", {})
+            self.synced(table, result.latest_delta_version, result.latest_delta_version, versions)
+            if self.follow:
+                where = f"{table.delta_path} every {self.interval:g} s"
+                self.emit(
+                    f"{table.iceberg_table}: following {where} (mirrored up to version "
+                    f"{result.latest_delta_version})",
+                    {
+                        "event": "following",
+                        **_fields(table),
+                        "interval_seconds": self.interval,
+                        "mirrored_version": result.latest_delta_version,
+                    },
+                )
+
+    def failed(self, table: FleetTable, code: int, error: BaseException, retry_in: float | None) -> None:
+        line = _error_line(error)
+        then = "not retried" if retry_in is None else f"retrying in {retry_in:.0f} s"
+        event = {"event": "failed", **_fields(table), "exit_code": code, "error": line}
+        self.emit(
+            f"{table.iceberg_table}: {line}; {then}", {**event, "retry_in_seconds": retry_in}, error=True
+        )
+
+    # -- the rest of the output -------------------------------------------------------------------
+    def synced(
+        self, table: FleetTable, mirrored: int | None, latest: int, count: int, note: str | None = None
+    ) -> None:
+        if count == 0:
+            text = f"{table.iceberg_table} is up to date with {table.delta_path} at version {latest}"
+        else:
+            text = f"{table.iceberg_table}: mirrored up to Delta version {mirrored} ({count} versions)"
+        event = {
+            "event": "synced",
+            **_fields(table),
+            "mirrored_version": mirrored,
+            "latest_delta_version": latest,
+            "versions_mirrored": count,
+            "start_note": note,
+        }
+        self.emit(text, event)
+
+    def refused_without_jvm(self, table: FleetTable, line: str) -> None:
+        self.answered.append((_fields(table), EXIT_BAD_INPUT, None))
+        event = {"event": "failed", **_fields(table), "exit_code": EXIT_BAD_INPUT, "error": line}
+        self.emit(
+            f"{table.iceberg_table}: {line}; not retried", {**event, "retry_in_seconds": None}, error=True
+        )
+
+    def up_to_date_without_jvm(self, table: FleetTable, version: int | None, latest: int) -> None:
+        self.answered.append((_fields(table), 0, version))
+        self.synced(table, version, latest, 0)
+
+
+def _fields(table: FleetTable) -> dict[str, Any]:
+    return {"table": table.name, "iceberg_table": table.iceberg_table, "delta_table": table.delta_path}
+
+
+def _error_line(error: BaseException) -> str:
+    if isinstance(error, MirrorInputError | MirrorConflictError):
+        return error.one_line()
+    return internal_error_line(error, None)  # type: ignore[arg-type]
+
+
+def run_sync_tables(args: argparse.Namespace) -> int:
+    """`dvmirror sync --tables FILE`: see the module docstring."""
+    wrong = [
+        flag
+        for flag, given in (
+            ("DELTA_TABLE", args.delta_table),
+            ("--table", args.table),
+            ("--format-version", args.format_version),
+            ("--until-version", args.until_version),
+            ("--allow-root", args.allow_root),
+        )
+        if given
+    ]
+    if wrong:
+        line = f"--tables names every table and its settings: it cannot be combined with {', '.join(wrong)}"
+        return report_failure(args, EXIT_BAD_INPUT, line)
+    if args.interval is not None and not args.follow:
+        return report_failure(args, EXIT_BAD_INPUT, "--interval applies to --follow only")
+    try:
+        settings, tables = _load(args)
+        check_catalog_reachable(settings.catalog)
+    except (MirrorInputError, ValueError) as err:
+        line = err.one_line() if isinstance(err, MirrorInputError) else str(err)
+        return report_failure(args, EXIT_BAD_INPUT, line)
+    fleet = _Fleet(args)
+    to_mirror = [t for t in (_checked(fleet, settings, t) for t in tables) if t is not None]
+    if not to_mirror:  # every table answered without a JVM
+        return _summary(fleet, None, None, None)
+    try:
+        from dv_assets.mirror.spark import check_spark_can_start
+
+        check_spark_can_start(settings)  # Java and the jars: one line (exit 2) before Spark's log
+    except MirrorInputError as err:
+        return report_failure(args, EXIT_BAD_INPUT, err.one_line())
+    spark_log = None if settings.debug else child_stderr_to_log()
+    try:
+        # Imported here so that `--help`, argument errors and runs answered without a JVM start none.
+        from dv_assets.mirror.fleet import FleetSessionLost, run_fleet
+        from dv_assets.mirror.follow import stop_on_signals
+        from dv_assets.mirror.spark import get_or_create_spark
+
+        with stop_on_signals() as stop:
+            spark = get_or_create_spark(settings)
+            application = str(spark.sparkContext.applicationId)
+            fleet.emit(
+                f"one Spark session ({application}) for {len(to_mirror)} tables",
+                {
+                    "event": "session",
+                    "tables": len(to_mirror),
+                    "concurrency": args.concurrency or 1,
+                    "spark_application": application,
+                    "jvm_pid": int(spark._jvm.java.lang.ProcessHandle.current().pid()),
+                },
+            )
+            result = run_fleet(
+                spark,
+                to_mirror,
+                stop=stop,
+                listener=fleet,  # type: ignore[arg-type]  # FleetListener's methods, without the import
+                follow=bool(args.follow),
+                interval=fleet.interval,
+                concurrency=args.concurrency or 1,
+                executors=settings.executors,
+            )
+    except FleetSessionLost as err:
+        return report_failure(
+            args, EXIT_INTERNAL_ERROR, internal_error_line(err, spark_log), spark_log=spark_log
+        )
+    except Exception as err:  # the one place a traceback is turned into a line
+        if settings.debug:
+            traceback.print_exc()
+        return report_failure(
+            args, EXIT_INTERNAL_ERROR, internal_error_line(err, spark_log), spark_log=spark_log
+        )
+    return _summary(fleet, result, spark_log, application)
+
+
+def _load(args: argparse.Namespace) -> tuple[MirrorSettings, list[FleetTable]]:
+    """The settings (the catalog flags, else the tables' shared `catalog`) and the tables of the file."""
+    # The component's own parser: one format for Dagster and the CLI (it imports Dagster: here only).
+    from dv_assets.components.delta_mirror import MirrorConfigError, load_mirrors_file
+    from dv_assets.mirror.fleet import FleetTable
+
+    path = Path(args.tables)
+    if not path.is_file():
+        raise MirrorInputError(f"tables file {args.tables}: no such file")
+    settings = settings_from(args)
+    try:
+        mirrors = load_mirrors_file(path, settings.catalog)
+    except MirrorConfigError as err:
+        raise MirrorInputError(str(err)) from None
+    except (OSError, ValueError) as err:  # unreadable, or not YAML
+        raise MirrorInputError(f"tables file {args.tables}: {str(err).splitlines()[0]}") from None
+    if not mirrors:
+        raise MirrorInputError(f"tables file {args.tables}: no tables")
+    catalog = mirrors[0][1]
+    if any(source.delta_path.startswith(S3_SCHEMES) for source, _ in mirrors):
+        settings = replace(settings, s3=True, s3_requested=True)
+    if catalog != settings.catalog:
+        settings = settings.with_catalog(catalog)
+    tables = [
+        FleetTable(
+            name=source.name,
+            delta_path=source.delta_path,
+            iceberg_table=source.iceberg_table,
+            format_version=source.format_version,
+            allowed_roots=tuple(source.allowed_roots),
+        )
+        for source, _ in mirrors
+    ]
+    return settings, tables
+
+
+def _checked(fleet: _Fleet, settings: MirrorSettings, table: FleetTable) -> FleetTable | None:
+    """The table to mirror (with its mirrored version when read), or None when answered without a JVM:
+    refused, or (once) up to date. While following, a refusal is the engine's to report and retry."""
+    problem = not_a_local_delta_table(table.delta_path)
+    try:
+        if problem is not None:
+            raise MirrorInputError(
+                problem.removeprefix(f"table {table.delta_path}: "), table=table.delta_path
+            )
+        delta = DeltaTable(table_root_of(table.delta_path), io=FileIO(settings.catalog.storage_properties()))
+        latest = delta.latest_version()
+        position = position_without_jvm(
+            settings, delta, table.iceberg_table, table.format_version, latest, latest
+        )
+    except MirrorInputError as err:
+        return _refused(fleet, table, err.one_line())
+    except (OSError, ValueError) as err:
+        return _refused(fleet, table, f"table {table.delta_path}: {err}")
+    except Exception:  # pyiceberg could not answer: Iceberg Java, the sync's own reader, will
+        if settings.debug:
+            traceback.print_exc()
+        return table
+    if position is None:
+        return table
+    if position.start > latest and not fleet.follow:
+        fleet.up_to_date_without_jvm(table, position.last_mirrored, latest)
+        return None
+    return replace(table, mirrored_hint=position.last_mirrored)
+
+
+def _refused(fleet: _Fleet, table: FleetTable, line: str) -> FleetTable | None:
+    if fleet.follow:
+        return table  # reported, and retried with its backoff, by the follower
+    fleet.refused_without_jvm(table, line)
+    return None
+
+
+def _summary(fleet: _Fleet, result: Any, spark_log: str | None, application: str | None) -> int:
+    """The last line (or object), and the exit code: the worst of the tables'."""
+    from_jvm: list[tuple[dict[str, Any], int | None, int | None, int]] = [
+        (fields, code, version, 0) for fields, code, version in fleet.answered
+    ]
+    if result is not None:
+        from_jvm += [
+            (_fields(s.table), s.outcome, s.mirrored_version, s.versions_mirrored) for s in result.tables
+        ]
+    codes = [code or 0 for _, code, _, _ in from_jvm]
+    exit_code = worst_exit_code(codes)
+    states = [STATES[code] if code is not None else "not reached" for _, code, _, _ in from_jvm]
+    if spark_log is not None and exit_code == 0:
+        Path(spark_log).unlink(missing_ok=True)  # kept only when it may explain a failure
+        spark_log = None
+    counts = {
+        state: states.count(state) for state in ("mirrored", "refused", "error", "conflict", "not reached")
+    }
+    verb = "stopped following" if fleet.follow else "synced"
+    tally = ", ".join(f"{n} {state}" for state, n in counts.items() if n or state in ("mirrored", "refused"))
+    log = "" if spark_log is None else f" (Spark's log: {spark_log})"
+    fleet.emit(
+        f"{verb} {len(from_jvm)} tables: {tally}; exit {exit_code}{log}",
+        {
+            "event": "summary",
+            "ok": exit_code == 0,
+            "exit_code": exit_code,
+            "stopped": bool(result is not None and result.stopped),
+            "spark_application": application,
+            "jvm_pid": None if result is None else result.jvm_pid,
+            "spark_log": spark_log,
+            "tables": [
+                {
+                    **fields,
+                    "state": state,
+                    "exit_code": code or 0,
+                    "mirrored_version": version,
+                    "versions_mirrored": n,
+                }
+                for (fields, code, version, n), state in zip(from_jvm, states, strict=True)
+            ],
+        },
+    )
+    return exit_code
