@@ -38,6 +38,10 @@ RUN python -m venv "$VIRTUAL_ENV"
 COPY pyproject.toml README.md requirements.lock /tmp/dvmirror/
 COPY dv_assets/ /tmp/dvmirror/dv_assets/
 COPY resources/ /tmp/dvmirror/resources/
+COPY build_backend/ /tmp/dvmirror/build_backend/
+# The helper jar is package data (the build refuses a wheel without it); the image still loads every jar
+# from DVMIRROR_JARS, offline.
+COPY --from=jars /build/.jars/dvmirror-jvm.jar /tmp/dvmirror/dv_assets/mirror/jars/
 RUN pip install --no-cache-dir -c /tmp/dvmirror/requirements.lock /tmp/dvmirror \
     && rm -rf /tmp/dvmirror
 

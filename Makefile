@@ -14,6 +14,8 @@ LOCK := requirements.lock
 MAVEN_JARS := .jars
 JARS_DIR ?= $(or $(DVMIRROR_JARS),$(MAVEN_JARS))
 JARS := $(JARS_DIR)/.copied
+# The helper jar as package data of the wheel (git-ignored), and the wheel itself (`make wheel`, in dist/).
+PACKAGED_JAR := dv_assets/mirror/jars/dvmirror-jvm.jar
 JARS_S3 := $(JARS_DIR)/s3/.copied
 REST_CATALOG := .jars/rest-catalog/.copied
 ifneq ($(abspath $(JARS_DIR)),$(abspath $(MAVEN_JARS)))
@@ -22,10 +24,10 @@ endif
 COPY_JARS = if [ "$(abspath $(JARS_DIR))" != "$(abspath $(MAVEN_JARS))" ]; then \
 	mkdir -p "$(JARS_DIR)/$(1)" && rm -f "$(JARS_DIR)/$(1)"/*.jar && cp $(MAVEN_JARS)/$(1)/*.jar "$(JARS_DIR)/$(1)/"; fi
 
-.PHONY: setup jars jars-s3 lock lock-upgrade demo test test-cli test-unit test-long test-sweep test-faults test-integration bench \
+.PHONY: setup jars jars-s3 wheel coordinates lock lock-upgrade demo test test-cli test-unit test-long test-sweep test-faults test-integration bench \
 	lint check-defs ci-checks ui ui-test clean
 
-setup: $(INSTALLED) $(JARS)
+setup: $(INSTALLED) $(JARS) $(PACKAGED_JAR)
 
 # The lock is a constraints file: the exact versions of everything pyproject.toml's ranges admit.
 $(INSTALLED): pyproject.toml $(LOCK)
@@ -51,6 +53,20 @@ $(JARS): jvm/pom.xml $(shell find jvm/src -name '*.java')
 	cd jvm && mvn --batch-mode --quiet package dependency:copy-dependencies
 	$(call COPY_JARS,.)
 	touch $@
+
+# The wheel `pip install` takes anywhere: the package with the helper jar inside (build_backend/ refuses a
+# wheel without it); Delta, Iceberg and the JDBC drivers it resolves from Maven Central on first use, from
+# the coordinates of dv_assets/mirror/maven.json.
+$(PACKAGED_JAR): $(JARS)
+	mkdir -p $(@D) && cp $(MAVEN_JARS)/dvmirror-jvm.jar $@
+
+wheel: $(PACKAGED_JAR) $(INSTALLED)
+	rm -rf dist && $(BIN)/pip wheel --quiet --no-deps --wheel-dir dist .
+	@ls -l dist/*.whl
+
+# dv_assets/mirror/maven.json from jvm/pom.xml and jvm/s3/pom.xml (tests/test_jvm_coordinates.py checks it).
+coordinates: $(INSTALLED)
+	$(BIN)/python -m tests.helpers.maven > dv_assets/mirror/maven.json
 
 # S3 for Spark (S3A + AWS SDK, Iceberg's AWS bundle; ~700 MB), in .jars/s3/: loaded only when needed.
 jars-s3: $(JARS_S3)
@@ -142,4 +158,4 @@ ui-test: setup
 	$(BIN)/pytest tests/test_ui_browser.py
 
 clean:
-	rm -rf $(VENV) .jars .dvmirror .dagster_home .pytest_cache
+	rm -rf $(VENV) .jars .dvmirror .dagster_home .pytest_cache dist $(PACKAGED_JAR)

@@ -6,7 +6,7 @@ out as Delta's PROTOCOL.md says: `SyntheticTable` of tests/helpers/delta_log.py)
 figure's, which Delta Spark writes and rewrites:
 
     .venv/bin/python benchmarks/bench.py [--files 100000] [--dvs 10000] [--memory-dvs 100000]
-        [--backlog 200] [--only backlog|freshness|iceberg|million|fleet] [--million]
+        [--backlog 200] [--only backlog|freshness|iceberg|install|million|fleet] [--million]
         [--million-files 1000000] [--repeats 3]
 
 Spark start-up is excluded from every time. Figures: per-version cost at 100,000 files vs 100 files;
@@ -24,7 +24,9 @@ the path pays it). Then the CLI fleet figures of issue 29 (benchmarks/fleet.py, 
 10 minutes on a loaded 2-core machine): `dvmirror sync --tables` of 20 and 100 copies of a small fixture
 table, per table (100 vs 20: target 1.2x) and against a table's own `dvmirror sync` process; a follower
 over the 100 with one new commit on each (scaled to 300 tables: target 60 s) and its process tree's peak
-RSS (target 3 GiB).
+RSS (target 3 GiB). Then issue 28's (benchmarks/install.py, `--only install`): Spark start-up of an
+installed package without a jars folder (the packaged helper, Maven coordinates through Ivy) over a jars
+folder's, on its second run (target <= 1 s), with Ivy resolving on a warm cache, and on the first run.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ from benchmarks.figures import Figure, Unmeasured
 from benchmarks.fleet import fleet_figures
 from benchmarks.freshness import freshness_figures
 from benchmarks.iceberg_side_by_side import iceberg_side_by_side_figures
+from benchmarks.install import install_figures
 from benchmarks.million import million_figures
 from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.factory import build_definitions
@@ -413,7 +416,7 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=200, help="versions of the Dagster backlog run")
     parser.add_argument(
         "--only",
-        choices=["backlog", "freshness", "iceberg", "million", "fleet"],
+        choices=["backlog", "freshness", "iceberg", "install", "million", "fleet"],
         help="measure these figures only",
     )
     parser.add_argument(
@@ -428,6 +431,12 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="dvmirror-bench-") as name:
         tmp = Path(name)
+        if args.only == "install":  # Spark start-ups in processes of their own: no session here
+            figures = install_figures(tmp)
+            print()
+            for figure in figures:
+                print(figure.line())
+            return
         settings = MirrorSettings.resolve(catalog=CatalogConfig.under(tmp / "iceberg"))
         spark = get_or_create_spark(settings)
         print(
@@ -449,6 +458,8 @@ def main() -> None:
             figures += iceberg_side_by_side_figures(spark, tmp, args.repeats)
         if args.only in (None, "fleet"):
             figures += fleet_figures(tmp)
+        if args.only is None:
+            figures += install_figures(tmp)
         if (args.only is None and args.million) or args.only == "million":
             figures += million_figures(tmp, args.million_files, args.repeats)
         print()

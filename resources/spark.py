@@ -42,7 +42,11 @@ class IcebergSparkResource(LazyPySparkResource):
     warehouse: str | None = Field(
         default=None, description="Iceberg warehouse folder or URI (DVMIRROR_WAREHOUSE)"
     )
-    jars_dir: str | None = Field(default=None, description="Folder of the JVM jars (DVMIRROR_JARS, ./.jars)")
+    jars_dir: str | None = Field(
+        default=None,
+        description="Folder of the JVM jars (DVMIRROR_JARS, ./.jars); none: the packaged helper jar and "
+        "Maven Central through Ivy",
+    )
     spark_packages: bool | None = Field(
         default=None, description="Maven packages instead of the jars folder (DVMIRROR_SPARK_PACKAGES=1)"
     )
@@ -67,7 +71,7 @@ class IcebergSparkResource(LazyPySparkResource):
         """The resource holding `settings` (resolved once by the code location) as its config."""
         return cls(
             catalog_properties=dict(settings.catalog.properties),
-            jars_dir=str(settings.jars_dir),
+            jars_dir=None if settings.jars_dir is None else str(settings.jars_dir),
             spark_packages=settings.spark_packages,
             spark_master=settings.spark_master,
             driver_memory=settings.driver_memory,

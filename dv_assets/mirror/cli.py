@@ -16,10 +16,17 @@
 The catalog: Iceberg's own catalog properties, e.g. `--catalog-property type=rest --catalog-property
 uri=http://127.0.0.1:8181 --catalog-property warehouse=s3://bucket/wh --catalog-property
 s3.endpoint=http://127.0.0.1:9000`, or the same keys under `catalog:` in a YAML file (--config FILE or
-DVMIRROR_CONFIG; flags override it). Default: the embedded sqlite catalog ./.dvmirror/catalog.db.
+DVMIRROR_CONFIG; flags override it). Default: the embedded sqlite catalog ./.dvmirror/catalog.db and
+warehouse ./.dvmirror/warehouse in the working directory, created by the first sync that mirrors a
+version, once its input is checked (--catalog-uri and --warehouse put them anywhere else).
 The Delta table may be a local path or an s3:// / s3a:// URI (the catalog's s3.* properties or the AWS
 environment give the endpoint and credentials). Every setting and variable: `dv_assets.mirror.settings`.
 Set DVMIRROR_DEBUG=1 to see the traceback of an internal error.
+
+Spark (sync, verify --full, expire) needs Java 17 or newer (JAVA_HOME, else `java` on the PATH). Its jars:
+the folder DVMIRROR_JARS names (offline; `make jars`), or ./.jars in a checkout, else the package's own
+helper jar with Delta, Iceberg and the JDBC drivers downloaded once from Maven Central into the Ivy cache
+DVMIRROR_IVY (default ~/.cache/dvmirror/ivy; later runs reuse it without resolving again).
 
 Exit codes: 0 done (also when there was nothing new), 2 bad input (one line on stderr naming the table,
 the version, the file and the reason; the mirror stays at its last good version), 3 internal error,
@@ -64,6 +71,14 @@ from dv_assets.mirror.errors import (
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.results import SyncResult
 from dv_assets.mirror.settings import MirrorSettings
+
+
+def check_spark_can_start(settings: MirrorSettings) -> None:
+    """SparkSetupError (a MirrorInputError: exit 2, one line) when Spark cannot start here; imported
+    when needed (pyspark), so that `--help` and the JVM-free paths stay fast."""
+    from dv_assets.mirror.spark import check_spark_can_start as check
+
+    check(settings)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -167,6 +182,10 @@ def main(argv: list[str] | None = None) -> int:
     except MirrorInputError as err:
         return _fail(args, EXIT_BAD_INPUT, err.one_line(), mirrored, None)
     if args.follow:
+        try:
+            check_spark_can_start(settings)  # Java and the jars, before Spark's log or a folder
+        except MirrorInputError as err:
+            return _fail(args, EXIT_BAD_INPUT, err.one_line(), mirrored, None)
         return run_follow(args, settings, None if settings.debug else child_stderr_to_log())
     try:
         io = FileIO(settings.catalog.storage_properties())
@@ -198,6 +217,7 @@ def main(argv: list[str] | None = None) -> int:
         from dv_assets.mirror.spark import get_or_create_spark
         from dv_assets.mirror.sync import sync_table
 
+        check_spark_can_start(settings)  # Java and the jars, before Spark's log or the catalog's folders
         if not settings.debug:
             spark_log = child_stderr_to_log()
         spark = get_or_create_spark(settings)

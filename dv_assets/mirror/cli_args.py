@@ -23,7 +23,10 @@ S3_SCHEMES = ("s3://", "s3a://", "s3n://")
 
 def add_catalog_arguments(parser: argparse.ArgumentParser) -> None:
     """--catalog-uri, --catalog-property, --config, --warehouse: resolved by `MirrorSettings.resolve`."""
-    parser.add_argument("--catalog-uri", help="sqlite:///PATH/catalog.db (default: ./.dvmirror/catalog.db)")
+    parser.add_argument(
+        "--catalog-uri",
+        help="sqlite:///PATH/catalog.db (default: ./.dvmirror/catalog.db, created by the first sync)",
+    )
     parser.add_argument(
         "--catalog-property",
         action="append",
@@ -34,7 +37,8 @@ def add_catalog_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--config", help="YAML file with a `catalog:` map of catalog properties")
     parser.add_argument(
-        "--warehouse", help="Iceberg warehouse folder or URI (default: ./.dvmirror/warehouse)"
+        "--warehouse",
+        help="Iceberg warehouse folder or URI (default: ./.dvmirror/warehouse, created by the first sync)",
     )
 
 
@@ -56,6 +60,20 @@ def pyiceberg_reads(settings: MirrorSettings) -> bool:
     except ValueError:
         return False
     return True
+
+
+def kept_log(spark_log: str | None) -> str | None:
+    """Spark's log when it holds something; an empty one (nothing started, or it said nothing) is
+    removed and never named as the place to look."""
+    if spark_log is None:
+        return None
+    try:
+        if os.path.getsize(spark_log) > 0:
+            return spark_log
+    except OSError:
+        return None
+    os.unlink(spark_log)
+    return None
 
 
 def not_a_local_delta_table(location: str) -> str | None:
@@ -99,8 +117,9 @@ def position_without_jvm(
 
 
 def internal_error_line(err: Exception, spark_log: str | None) -> str:
-    """An unexpected error as one line, naming Spark's log when there is one."""
+    """An unexpected error as one line, naming Spark's log when there is one and it is not empty."""
     line = f"internal error: {type(err).__name__}: {str(err).splitlines()[0][:500]}"
+    spark_log = kept_log(spark_log)
     return line if spark_log is None else f"{line} (Spark's log: {spark_log})"
 
 
@@ -146,6 +165,8 @@ def report_failure(args: argparse.Namespace, code: int, line: str, **report: obj
     """One line on stderr; with --json the same failure, and `report`'s fields, as one JSON document on
     stdout. Returns the exit code."""
     print(f"dvmirror: {line}", file=sys.stderr)
+    if "spark_log" in report:
+        report["spark_log"] = kept_log(report["spark_log"])  # type: ignore[arg-type]
     if getattr(args, "json", False):
         print(json.dumps({"ok": False, "exit_code": code, "error": line, **report}, indent=2))
     return code

@@ -201,8 +201,12 @@ def run_expire(args: argparse.Namespace) -> int:
 
         from dv_assets.mirror.iceberg.java import IcebergJava
         from dv_assets.mirror.iceberg.maintenance import expire_and_reclaim
-        from dv_assets.mirror.spark import get_or_create_spark
+        from dv_assets.mirror.spark import check_spark_can_start, get_or_create_spark
 
+        try:
+            check_spark_can_start(settings)  # Java and the jars, before Spark's log or a folder
+        except MirrorInputError as err:
+            return _fail(args, EXIT_BAD_INPUT, err.one_line(), [], None)
         if not settings.debug:
             spark_log = child_stderr_to_log()
         iceberg = IcebergJava(get_or_create_spark(settings))

@@ -231,6 +231,12 @@ def run_sync_tables(args: argparse.Namespace) -> int:
     to_mirror = [t for t in (_checked(fleet, settings, t) for t in tables) if t is not None]
     if not to_mirror:  # every table answered without a JVM
         return _summary(fleet, None, None, None)
+    try:
+        from dv_assets.mirror.spark import check_spark_can_start
+
+        check_spark_can_start(settings)  # Java and the jars: one line (exit 2) before Spark's log
+    except MirrorInputError as err:
+        return report_failure(args, EXIT_BAD_INPUT, err.one_line())
     spark_log = None if settings.debug else child_stderr_to_log()
     try:
         # Imported here so that `--help`, argument errors and runs answered without a JVM start none.

@@ -97,9 +97,10 @@ class _Spark:
 
     def session(self, delta_location: str | None) -> SparkSession:
         if self._session is None:
-            from dv_assets.mirror.spark import get_or_create_spark
+            from dv_assets.mirror.spark import check_spark_can_start, get_or_create_spark
 
             settings = settings_from(self._args, delta_location)  # S3 jars for a Delta table on S3
+            check_spark_can_start(settings)  # Java and the jars: one line (exit 2) before Spark's log
             if not settings.debug:
                 self.log = child_stderr_to_log()
             self._session = get_or_create_spark(settings)

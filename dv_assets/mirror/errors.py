@@ -54,6 +54,11 @@ class MirrorInputError(Exception):
         )
 
 
+class SparkSetupError(MirrorInputError):
+    """Spark cannot start here: no usable Java, or the JVM jars are missing. Said before any Spark start,
+    in one line naming what is needed (exit 2)."""
+
+
 class UnsupportedFeatureError(MirrorInputError):
     """The table uses a Delta reader feature the mirror cannot reproduce exactly."""
 

@@ -9,7 +9,10 @@ differ), and the `s3.*` keys also configure the mirror's own storage access and 
 side). Credentials are best left to the environment (`AWS_ACCESS_KEY_ID`, …), which every engine reads.
 
 Defaults are relative to the working directory, never to the source tree, so an installed package
-behaves like a checkout run from the same folder:
+behaves like a checkout run from the same folder. The JVM side: with a jars folder (DVMIRROR_JARS, or
+`./.jars` as `make jars` leaves it in a checkout) Spark loads its jars; without one, the package's own
+`dvmirror-jvm.jar` (shipped in the wheel) and Delta, Iceberg and the JDBC drivers resolved by Spark's Ivy
+from the Maven coordinates of `maven.json` (jvm/pom.xml's) into the Ivy cache, once:
 
 | setting | flag / file key | variable | default |
 | --- | --- | --- | --- |
@@ -17,8 +20,9 @@ behaves like a checkout run from the same folder:
 | sqlite catalog | `--catalog-uri sqlite:///PATH` | `DVMIRROR_CATALOG_URI` | `.dvmirror/catalog.db` |
 | warehouse | `--warehouse`; `catalog.warehouse` | `DVMIRROR_WAREHOUSE` | `.dvmirror/warehouse` |
 | configuration file | `--config FILE` | `DVMIRROR_CONFIG` | none |
-| jars folder | — | `DVMIRROR_JARS` | `.jars` (`make jars`) |
-| Maven packages | — | `DVMIRROR_SPARK_PACKAGES=1` | off: jars folder |
+| jars folder | — | `DVMIRROR_JARS` | `.jars` if it holds `dvmirror-jvm.jar` (`make jars`), else none |
+| Maven packages | — | `DVMIRROR_SPARK_PACKAGES=1` | on when there is no jars folder |
+| Ivy cache (Maven packages) | — | `DVMIRROR_IVY` | `$XDG_CACHE_HOME/dvmirror/ivy` (`~/.cache/…`) |
 | S3 jars in Spark | on for an `s3://`/`s3a://` Delta | `DVMIRROR_S3=1` | on if the catalog uses S3 |
 | Spark master | — | `DVMIRROR_SPARK_MASTER` | `local[2]` |
 | driver memory | — | `DVMIRROR_SPARK_DRIVER_MEMORY` | `3g` |
@@ -63,6 +67,7 @@ CATALOG_URI_ENV = "DVMIRROR_CATALOG_URI"
 WAREHOUSE_ENV = "DVMIRROR_WAREHOUSE"
 CONFIG_ENV = "DVMIRROR_CONFIG"
 JARS_ENV = "DVMIRROR_JARS"
+IVY_ENV = "DVMIRROR_IVY"
 SPARK_PACKAGES_ENV = "DVMIRROR_SPARK_PACKAGES"
 SPARK_MASTER_ENV = "DVMIRROR_SPARK_MASTER"
 DRIVER_MEMORY_ENV = "DVMIRROR_SPARK_DRIVER_MEMORY"
@@ -75,6 +80,7 @@ S3_ENV = "DVMIRROR_S3"
 
 STATE_DIR = ".dvmirror"
 JARS_DIR = ".jars"
+HELPER_JAR = "dvmirror-jvm.jar"  # the project's own JVM helper (jvm/src), in every jars folder
 SOURCES_FILE = "sources.yaml"
 ICEBERG_CATALOG_NAME = "dvmirror"
 
@@ -333,8 +339,10 @@ class MirrorSettings:
     """Everything the engine is configured with (see the module docstring for variables and defaults)."""
 
     catalog: CatalogConfig
-    jars_dir: Path
+    # None: no jars folder; the packaged helper jar, and Maven coordinates resolved by Spark (Ivy).
+    jars_dir: Path | None
     spark_packages: bool = False
+    ivy_dir: Path = Path.home() / ".cache" / "dvmirror" / "ivy"
     spark_master: str = "local[2]"
     driver_memory: str = "3g"
     sources_file: Path = Path(SOURCES_FILE)
@@ -390,10 +398,13 @@ class MirrorSettings:
                 uri = catalog_uri or env.get(CATALOG_URI_ENV) or f"sqlite:///{state / 'catalog.db'}"
                 catalog = CatalogConfig.from_uri(uri, warehouse or state / "warehouse")
         s3_requested = s3 or env.get(S3_ENV) == "1"
+        found_jars = _jars_folder(jars_dir or env.get(JARS_ENV), cwd)
         return cls(
             catalog=catalog,
-            jars_dir=Path(jars_dir or env.get(JARS_ENV) or cwd / JARS_DIR).resolve(),
-            spark_packages=env.get(SPARK_PACKAGES_ENV) == "1" if spark_packages is None else spark_packages,
+            jars_dir=found_jars,
+            spark_packages=found_jars is None
+            or (env.get(SPARK_PACKAGES_ENV) == "1" if spark_packages is None else spark_packages),
+            ivy_dir=Path(env.get(IVY_ENV) or _cache_home(env) / "dvmirror" / "ivy").resolve(),
             spark_master=spark_master or env.get(SPARK_MASTER_ENV) or "local[2]",
             driver_memory=driver_memory or env.get(DRIVER_MEMORY_ENV) or "3g",
             sources_file=Path(sources_file or env.get(SOURCES_ENV) or cwd / SOURCES_FILE).resolve(),
@@ -416,6 +427,19 @@ class MirrorSettings:
     def executor_dvs(self) -> str:
         """The executors' DV threshold as DVMIRROR_EXECUTOR_DVS spells it (a number of DVs, or `off`)."""
         return "off" if self.executors.min_dvs is None else str(self.executors.min_dvs)
+
+
+def _jars_folder(given: str | Path | None, cwd: Path) -> Path | None:
+    """The jars folder: the one given (flag or DVMIRROR_JARS), else `./.jars` when `make jars` filled it
+    (a checkout), else None (the packaged helper and Maven coordinates)."""
+    if given:
+        return Path(given).resolve()
+    local = cwd / JARS_DIR
+    return local.resolve() if (local / HELPER_JAR).is_file() else None
+
+
+def _cache_home(env: Mapping[str, str]) -> Path:
+    return Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
 
 
 def _threshold(value: str | None) -> int | None:

@@ -1,37 +1,49 @@
 """The Spark session the engine runs in: Delta (spark_catalog) and Iceberg (catalog `dvmirror`) in one JVM.
 
-Spark gets its JVM side (Delta, Iceberg, the JDBC drivers) from the jars `make jars` copies out of Maven
-(`jvm/pom.xml`) into the settings' jars folder, or, with `DVMIRROR_SPARK_PACKAGES=1`, resolves the same
-coordinates itself through `spark.jars.packages`. The project's own helper, `dvmirror-jvm.jar` (built
-from jvm/src by the same `make jars`), always comes from the jars folder. S3 support (Hadoop's S3A with
-the AWS SDK for the Delta side, Iceberg's AWS bundle for S3FileIO) is large, so it has its own folder,
-`<jars>/s3` (`make jars-s3`, `jvm/s3/pom.xml`), loaded only when the settings need S3.
+Spark gets its JVM side (the project's own helper, Delta, Iceberg, the JDBC drivers) one of two ways:
+
+* a jars folder (DVMIRROR_JARS, or `./.jars` in a checkout): the jars `make jars` copies out of Maven
+  (`jvm/pom.xml`), the helper `dvmirror-jvm.jar` built from jvm/src among them. Offline; what the
+  checkout's `make` targets and tests use. S3 support (Hadoop's S3A with the AWS SDK for the Delta side,
+  Iceberg's AWS bundle for S3FileIO) is large, so it has its own folder, `<jars>/s3` (`make jars-s3`,
+  `jvm/s3/pom.xml`), loaded only when the settings need S3;
+* no jars folder (an installed wheel anywhere): the helper jar shipped in the package
+  (`dv_assets/mirror/jars/`, put there by `make wheel`), and the rest resolved by Spark's Ivy from the
+  Maven coordinates of `maven.json` (generated from jvm/pom.xml and jvm/s3/pom.xml: one set of jars either
+  way) into the Ivy cache (settings.ivy_dir), from Maven Central (`ivysettings.xml`). The first run
+  downloads them; later ones resolve from the cache. DVMIRROR_SPARK_PACKAGES=1 does the same with a jars
+  folder's helper.
+
+`check_spark_can_start` says what is missing (Java, a jar) in one line before any Spark start.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import SparkSession
 
-from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, MirrorSettings
+from dv_assets.mirror.errors import SparkSetupError
+from dv_assets.mirror.java_runtime import check_java
+from dv_assets.mirror.settings import HELPER_JAR, ICEBERG_CATALOG_NAME, JARS_ENV, MirrorSettings
 
-LOG4J2_CONFIG = Path(__file__).resolve().parent / "log4j2.properties"
+_HERE = Path(__file__).resolve().parent
+LOG4J2_CONFIG = _HERE / "log4j2.properties"
+IVY_SETTINGS = _HERE / "ivysettings.xml"
+PACKAGED_HELPER = _HERE / "jars" / HELPER_JAR  # package data of the wheel (`make wheel`)
 
-# The direct dependencies of jvm/pom.xml and jvm/s3/pom.xml (tests/test_jvm_coordinates.py holds them equal).
-SPARK_PACKAGES = (
-    "io.delta:delta-spark_4.1_2.13:4.4.0",
-    "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0",
-    "org.xerial:sqlite-jdbc:3.54.1.0",
-    "org.postgresql:postgresql:42.7.8",
-)
-S3_PACKAGES = ("org.apache.hadoop:hadoop-aws:3.4.2", "org.apache.iceberg:iceberg-aws-bundle:1.12.0")
+# jvm/pom.xml's and jvm/s3/pom.xml's coordinates (tests/test_jvm_coordinates.py holds them equal).
+_MAVEN = json.loads((_HERE / "maven.json").read_text())
+SPARK_PACKAGES: tuple[str, ...] = tuple(_MAVEN["packages"])
+S3_PACKAGES: tuple[str, ...] = tuple(_MAVEN["s3_packages"])
+EXCLUDED_GROUPS: tuple[str, ...] = tuple(_MAVEN["excluded_groups"])
 CATALOG_PREFIX = f"spark.sql.catalog.{ICEBERG_CATALOG_NAME}"
-HELPER_JAR = "dvmirror-jvm.jar"
 S3_JARS_DIR = "s3"
 
 # Iceberg's S3 properties and the S3A settings that say the same for the Delta side.
@@ -46,11 +58,20 @@ _S3A = {
 }
 
 
-def helper_jar(jars_dir: Path) -> str:
+def helper_jar(jars_dir: Path | None) -> str:
+    """The project's own helper: in the jars folder, or (none given) the one the package ships."""
+    if jars_dir is None:
+        if not PACKAGED_HELPER.is_file():
+            raise SparkSetupError(
+                f"this installation has no {HELPER_JAR} (expected at {PACKAGED_HELPER}): install dv-mirror "
+                f"from a wheel `make wheel` built, or set {JARS_ENV} to a folder `make jars` filled"
+            )
+        return str(PACKAGED_HELPER)
     jar = Path(jars_dir) / HELPER_JAR
     if not jar.is_file():
-        raise FileNotFoundError(
-            f"no {HELPER_JAR} in {jars_dir}: run `make jars` (mvn, see jvm/pom.xml) or set DVMIRROR_JARS"
+        raise SparkSetupError(
+            f"no {HELPER_JAR} in the jars folder {jars_dir}: run `make jars` (mvn, see jvm/pom.xml) or set "
+            f"{JARS_ENV} to a folder it filled (unset, the package's own jar and Maven Central are used)"
         )
     return str(jar)
 
@@ -66,11 +87,83 @@ def jar_paths(jars_dir: Path, *, s3: bool = False) -> list[str]:
 def s3_jar_paths(jars_dir: Path) -> list[str]:
     found = sorted(str(p) for p in (Path(jars_dir) / S3_JARS_DIR).glob("*.jar"))
     if not found:
-        raise FileNotFoundError(
+        raise SparkSetupError(
             f"S3 needs the jars of `make jars-s3` (jvm/s3/pom.xml) in {Path(jars_dir) / S3_JARS_DIR}, or "
             "DVMIRROR_SPARK_PACKAGES=1"
         )
     return found
+
+
+def maven_config(settings: MirrorSettings) -> dict[str, str]:
+    """Spark's settings for resolving the coordinates through Ivy: the packages, the groups pyspark
+    already ships (jvm/pom.xml's excludeGroupIds, but not the group of a package asked for), our
+    ivysettings and the cache."""
+    packages = SPARK_PACKAGES + (S3_PACKAGES if settings.s3 else ())
+    wanted_groups = {p.split(":")[0] for p in packages}
+    excluded = [group for group in EXCLUDED_GROUPS if group not in wanted_groups]
+    return {
+        "spark.jars.packages": ",".join(packages),
+        "spark.jars.excludes": ",".join(f"{group}:*" for group in excluded),
+        "spark.jars.ivySettings": str(IVY_SETTINGS),
+        "spark.jars.ivy": str(settings.ivy_dir),
+    }
+
+
+def _classpath_record(settings: MirrorSettings) -> Path:
+    """Where the jars Ivy resolved for these coordinates are remembered: in the Ivy folder, named by a
+    digest of what was resolved (coordinates, exclusions, Ivy settings), so any change resolves again."""
+    conf = maven_config(settings)
+    key = json.dumps([conf["spark.jars.packages"], conf["spark.jars.excludes"], IVY_SETTINGS.read_text()])
+    return settings.ivy_dir / f"dvmirror-classpath-{hashlib.sha256(key.encode()).hexdigest()[:16]}.txt"
+
+
+def resolved_jars(settings: MirrorSettings) -> list[str] | None:
+    """The jars an earlier run's Ivy resolution of the same coordinates gave, when all are still in the
+    cache: Spark then loads them as a jars folder's, without resolving again (Ivy takes seconds even on
+    a warm cache). None: resolve."""
+    try:
+        jars = _classpath_record(settings).read_text().split()
+    except OSError:
+        return None
+    return jars if jars and all(Path(jar).is_file() for jar in jars) else None
+
+
+def _record_resolved_jars(settings: MirrorSettings, spark: SparkSession) -> None:
+    """Remember the jars Ivy resolved into the cache (pyspark lists them in spark.submit.pyFiles)."""
+    conf = spark.sparkContext.getConf()
+    cache = str(settings.ivy_dir / "jars") + os.sep
+    listed = ",".join(conf.get(key, "") or "" for key in ("spark.submit.pyFiles", "spark.jars"))
+    jars = sorted({j.removeprefix("file://") for j in listed.split(",") if j.endswith(".jar")})
+    jars = [j for j in jars if j.startswith(cache) and Path(j).is_file()]
+    if not jars:
+        return
+    record = _classpath_record(settings)
+    temporary = record.with_name(f"{record.name}.{os.getpid()}")
+    temporary.write_text("\n".join(jars) + "\n")
+    os.replace(temporary, record)  # atomic: a concurrent run reads the old record or this one
+
+
+def check_spark_can_start(settings: MirrorSettings, environ: Mapping[str, str] | None = None) -> None:
+    """SparkSetupError, one line saying what is needed, when no usable Java or a jar is missing: asked
+    before anything is created (the catalog's folders, Spark's log) and before any Spark start."""
+    check_java(environ)
+    helper_jar(settings.jars_dir)
+    if settings.spark_packages and resolved_jars(settings) is None:
+        # Ivy waits for a lock it cannot create rather than failing: an unwritable cache is said here.
+        try:
+            settings.ivy_dir.mkdir(parents=True, exist_ok=True)
+            writable = os.access(settings.ivy_dir, os.W_OK | os.X_OK)
+        except OSError:
+            writable = False
+        if not writable:
+            raise SparkSetupError(
+                f"the Ivy cache {settings.ivy_dir} (DVMIRROR_IVY) is not a folder this user can write: Spark "
+                f"downloads Delta and Iceberg there on a first run; point DVMIRROR_IVY elsewhere, or set "
+                f"{JARS_ENV} to a folder `make jars` filled"
+            )
+    if not settings.spark_packages:
+        assert settings.jars_dir is not None  # no jars folder means Maven packages (settings.resolve)
+        jar_paths(settings.jars_dir, s3=settings.s3)
 
 
 def s3a_config(storage: dict[str, str]) -> dict[str, str]:
@@ -109,11 +202,26 @@ def spark_config(settings: MirrorSettings) -> dict[str, str]:
     if settings.s3:
         conf.update(s3a_config(settings.catalog.storage_properties()))
     if settings.spark_packages:
-        conf["spark.jars.packages"] = ",".join(SPARK_PACKAGES + (S3_PACKAGES if settings.s3 else ()))
-        conf["spark.jars"] = helper_jar(settings.jars_dir)
+        resolved = resolved_jars(settings)
+        if resolved is None:
+            conf.update(maven_config(settings))
+        conf["spark.jars"] = ",".join([helper_jar(settings.jars_dir), *(resolved or ())])
     else:
+        assert settings.jars_dir is not None
         conf["spark.jars"] = ",".join(jar_paths(settings.jars_dir, s3=settings.s3))
     return conf
+
+
+def _with_stdout_on_stderr(start: Callable[[], SparkSession]) -> SparkSession:
+    """`start()` with file descriptor 1 pointing where 2 does (the JVM it launches inherits it)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        return start()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def configured_catalog(spark: SparkSession) -> dict[str, str]:
@@ -131,6 +239,7 @@ def get_or_create_spark(settings: MirrorSettings, overrides: Mapping[str, Any] |
     catalog = settings.catalog
     active = SparkSession.getActiveSession()
     if active is None:
+        check_spark_can_start(settings)  # before anything is created
         if catalog.sqlite_path is not None:
             catalog.sqlite_path.parent.mkdir(parents=True, exist_ok=True)
         if catalog.local_warehouse is not None:
@@ -140,9 +249,23 @@ def get_or_create_spark(settings: MirrorSettings, overrides: Mapping[str, Any] |
         # interpreter, as the driver does (a cluster sets PYSPARK_PYTHON to its executors' Python).
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         builder = SparkSession.builder
-        for key, value in {**spark_config(settings), **(overrides or {})}.items():
+        conf = {**spark_config(settings), **(overrides or {})}
+        for key, value in conf.items():
             builder = builder.config(key, str(value))
-        active = builder.getOrCreate()
+        if "spark.jars.packages" in conf:
+            # Ivy reports its resolution on the JVM's stdout: it goes to stderr (a CLI's Spark log), so
+            # that stdout holds only what the caller prints (`--json`).
+            try:
+                active = _with_stdout_on_stderr(builder.getOrCreate)
+            except Exception as err:
+                raise RuntimeError(
+                    f"Spark could not resolve its jars from Maven Central into {settings.ivy_dir} (offline, "
+                    f"a proxy, or the folder is not writable?): {str(err).splitlines()[0][:200]}; set "
+                    f"{JARS_ENV} to a folder `make jars` filled to run offline"
+                ) from err
+            _record_resolved_jars(settings, active)
+        else:
+            active = builder.getOrCreate()
         active.sparkContext.setLogLevel("ERROR")
     configured = configured_catalog(active)
     wanted = catalog.iceberg_java_properties()
