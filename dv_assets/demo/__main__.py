@@ -47,7 +47,9 @@ DAGSTER_HOME = Path.cwd() / ".dagster_home"
 DEMO_SOURCE = "demo_events"
 
 
-def quiet_warnings() -> None:
+def quiet_output() -> None:
+    """The demo's console shows its own progress (and the sensors' own log lines, on stderr): Dagster's
+    maturity warnings are silenced, pyiceberg's below ERROR left out."""
     silence_dagster_maturity_warnings()
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)
 
@@ -120,7 +122,7 @@ def metadata_text(metadata: Mapping[str, dg.MetadataValue], key: str) -> str:
 
 def main() -> int:
     began = time.monotonic()
-    quiet_warnings()
+    quiet_output()
     from dv_assets.definitions import load_definitions
     from dv_assets.defs.factory import sources_of, spark_resource_of
     from dv_assets.defs.maintenance import cleanup_run_config
@@ -128,6 +130,7 @@ def main() -> int:
     from dv_assets.demo.machinery import demo_machinery, open_instance
     from dv_assets.demo.sample_table import build_sample_table
     from dv_assets.mirror import DeltaTable, commit_facts, get_or_create_spark
+    from dv_assets.mirror.cli_args import child_stderr_to_log
 
     defs = load_definitions()
     demo = next((s for s in sources_of(defs) if s.name == DEMO_SOURCE), None)
@@ -143,6 +146,8 @@ def main() -> int:
     say(f"  {catalog.describe()}, Dagster home {DAGSTER_HOME}")
 
     say("[1/7] starting Spark (Delta + Iceberg) and resetting the demo's state")
+    # The JVM's own lines (its banner, Spark's log) go to a file, named if the demo fails, as the CLI does.
+    spark_log = child_stderr_to_log()
     spark = get_or_create_spark(settings)
     drop_mirror(spark, demo.iceberg_table)
     shutil.rmtree(demo.delta_path, ignore_errors=True)
@@ -266,8 +271,9 @@ def main() -> int:
     )
     say("  requests the cleanup job after mirrored commits that dropped DVs (OPTIMIZE, REORG, DV updates).")
     if failed:
-        say(f"FAILED: {', '.join(failed)}")
+        say(f"FAILED: {', '.join(failed)} (the runs' logs: make ui; Spark's: {spark_log})")
         return 1
+    Path(spark_log).unlink(missing_ok=True)
     return 0
 
 
