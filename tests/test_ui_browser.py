@@ -26,6 +26,7 @@ import dagster as dg
 import pytest
 
 from dv_assets.defs.sensors import mirror_range_request
+from dv_assets.defs.sources import VERSIONS_TAG
 from dv_assets.mirror import CatalogConfig
 from tests.helpers.dagster import (
     add_partitions,
@@ -329,7 +330,7 @@ def test_the_first_hour_demo_then_ui_with_the_sensor_on(demo_then_ui, spark, tmp
     deadline = time.monotonic() + 900
     while True:
         runs = graphql(url, RUNS)["runsOrError"]["results"]
-        new = [r for r in runs if {"key": "dvmirror/versions", "value": "9"} in r["tags"]]
+        new = [r for r in runs if {"key": VERSIONS_TAG, "value": "9"} in r["tags"]]
         if new and new[0]["status"] in ("SUCCESS", "FAILURE", "CANCELED"):
             break
         assert ui.poll() is None, "the UI stopped"
