@@ -21,6 +21,12 @@ REST_CATALOG := .jars/rest-catalog/.copied
 ifneq ($(abspath $(JARS_DIR)),$(abspath $(MAVEN_JARS)))
 export DVMIRROR_JARS := $(abspath $(JARS_DIR))
 endif
+# Set-up prints nothing unless something fails. setuptools' editable build prints a boxed warning about
+# folders named like the package even under pip --quiet; Maven 3.8's console prints reset codes (ESC[0m)
+# even with --batch-mode --quiet, so its output goes through sed (pipefail keeps its exit status).
+QUIET_EDITABLE := PYTHONWARNINGS='ignore:Editable installation'
+MVN := set -o pipefail; mvn --batch-mode --quiet --no-transfer-progress -Dstyle.color=never
+NO_ESCAPES := 2>&1 | sed -e 's/\x1b\[[0-9;]*m//g'
 COPY_JARS = if [ "$(abspath $(JARS_DIR))" != "$(abspath $(MAVEN_JARS))" ]; then \
 	mkdir -p "$(JARS_DIR)/$(1)" && rm -f "$(JARS_DIR)/$(1)"/*.jar && cp $(MAVEN_JARS)/$(1)/*.jar "$(JARS_DIR)/$(1)/"; fi
 
@@ -33,7 +39,7 @@ setup: $(INSTALLED) $(JARS) $(PACKAGED_JAR)
 $(INSTALLED): pyproject.toml $(LOCK)
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -c $(LOCK) -e '.[dev]'
+	$(QUIET_EDITABLE) $(BIN)/pip install --quiet -c $(LOCK) -e '.[dev]'
 	touch $@
 
 # Regenerates requirements.lock from pyproject.toml, keeping every pin the ranges still admit;
@@ -50,7 +56,7 @@ lock lock-upgrade:
 jars: $(JARS)
 $(JARS): jvm/pom.xml $(shell find jvm/src -name '*.java')
 	mkdir -p $(MAVEN_JARS) && rm -f $(MAVEN_JARS)/*.jar
-	cd jvm && mvn --batch-mode --quiet package dependency:copy-dependencies
+	$(MVN) -f jvm/pom.xml package dependency:copy-dependencies $(NO_ESCAPES)
 	$(call COPY_JARS,.)
 	touch $@
 
@@ -72,14 +78,14 @@ coordinates: $(INSTALLED)
 jars-s3: $(JARS_S3)
 $(JARS_S3): jvm/s3/pom.xml
 	rm -rf $(MAVEN_JARS)/s3
-	cd jvm/s3 && mvn --batch-mode --quiet dependency:copy-dependencies
+	$(MVN) -f jvm/s3/pom.xml dependency:copy-dependencies $(NO_ESCAPES)
 	$(call COPY_JARS,s3)
 	touch $@
 
 # Iceberg's REST catalog test server (integration tests only), in .jars/rest-catalog/.
 $(REST_CATALOG): jvm/rest-catalog/pom.xml
 	rm -rf .jars/rest-catalog
-	cd jvm/rest-catalog && mvn --batch-mode --quiet dependency:copy-dependencies
+	$(MVN) -f jvm/rest-catalog/pom.xml dependency:copy-dependencies $(NO_ESCAPES)
 	touch $@
 
 demo: setup
@@ -148,10 +154,12 @@ ci-checks: setup
 	$(BIN)/python -m dv_assets.ci_checks
 
 # The Dagster UI (`dg dev`, the dg project of pyproject.toml) over the demo's instance (.dagster_home,
-# written by `make demo`).
+# written by `make demo`; another: UI_HOME=…), on http://127.0.0.1:3000 (UI_PORT=…). Stops on Ctrl-C and
+# on SIGTERM, also when started in the background (dv_assets/demo/ui.py; make passes SIGTERM on to it).
+UI_HOME ?= $(CURDIR)/.dagster_home
+UI_PORT ?= 3000
 ui: setup
-	mkdir -p .dagster_home
-	DAGSTER_HOME=$(CURDIR)/.dagster_home $(BIN)/dg dev --host 127.0.0.1 --port 3000
+	DAGSTER_HOME=$(abspath $(UI_HOME)) exec $(BIN)/python -m dv_assets.demo.ui --host 127.0.0.1 --port $(UI_PORT)
 
 # The UI in headless Chromium (also part of `make test`); screenshot in .screenshots/.
 ui-test: setup

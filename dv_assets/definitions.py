@@ -27,6 +27,7 @@ import dagster as dg
 
 import dv_assets.defs
 from dv_assets.components.delta_mirror import DeltaMirrorComponent, check_mirrors, load_mirrors_file
+from dv_assets.dagster_warnings import silence_dagster_maturity_warnings
 from dv_assets.defs.factory import build_definitions
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror import CatalogConfig, MirrorSettings
@@ -81,4 +82,5 @@ def load_definitions(settings: MirrorSettings | None = None) -> dg.Definitions:
 
 @dg.definitions
 def defs() -> dg.Definitions:
+    silence_dagster_maturity_warnings()  # again: a loader may have reset the filters since the import
     return load_definitions()

@@ -12,6 +12,7 @@ that even an explicit `INSTALL … FROM core` fails before any request; then the
 
 from __future__ import annotations
 
+import sys
 from importlib.util import find_spec
 from pathlib import Path
 
@@ -71,11 +72,12 @@ def read_snapshot(
     ).to_arrow_table()
 
 
-def count_sql(metadata_location: str, snapshot_id: int) -> str:
-    """A line to paste into the DuckDB CLI (which installs the extension itself) to count the rows of a
-    snapshot from its metadata file."""
+def offline_read_command(metadata_location: str, snapshot_id: int) -> str:
+    """A shell line that counts the rows of a snapshot from its metadata file with DuckDB's Python
+    package, offline: the avro and iceberg extensions loaded from their PyPI packages' files
+    (`duckdb-extension-avro`, `duckdb-extension-iceberg`, at DuckDB's own version), never `INSTALL`ed
+    (which downloads them)."""
     location = metadata_location.replace("'", "''")
-    return (
-        "INSTALL iceberg; LOAD iceberg; "
-        f"SELECT count(*) FROM iceberg_scan('{location}', snapshot_from_id := {snapshot_id});"
-    )
+    loads = "; ".join(f"c.load_extension('{extension_file(name)}')" for name in EXTENSIONS)
+    query = f"SELECT count(*) FROM iceberg_scan('{location}', snapshot_from_id := {snapshot_id})"
+    return f'{sys.executable} -c "import duckdb; c = duckdb.connect(); {loads}; print(c.sql(\\"{query}\\"))"'
