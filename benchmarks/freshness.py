@@ -63,7 +63,7 @@ QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 # the CLI's own `settings_from`), in a process that then ends, as the CLI's does.
 SPARK_START = """\
 import argparse, sys
-from dv_assets.mirror.cli_args import settings_from
+from dv_assets.mirror.cli.arguments import settings_from
 from dv_assets.mirror.spark import get_or_create_spark
 flags = argparse.Namespace(catalog_uri=sys.argv[1], catalog_property=[], config=None, warehouse=sys.argv[2])
 get_or_create_spark(settings_from(flags, sys.argv[3]))

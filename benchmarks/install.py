@@ -27,7 +27,7 @@ REPEAT = 3
 PACKAGED_JAR = REPO_ROOT / "dv_assets" / "mirror" / "jars" / "dvmirror-jvm.jar"
 SPARK_START = """\
 import argparse, sys
-from dv_assets.mirror.cli_args import settings_from
+from dv_assets.mirror.cli.arguments import settings_from
 from dv_assets.mirror.spark import get_or_create_spark
 flags = argparse.Namespace(catalog_uri=sys.argv[1], catalog_property=[], config=None, warehouse=sys.argv[2])
 get_or_create_spark(settings_from(flags))

@@ -10,7 +10,7 @@ import pytest
 
 from dv_assets.defs.iceberg.checks import one_dv_result, row_count_result
 from dv_assets.defs.sensors import mirror_range_request
-from dv_assets.mirror.cli_status import status_text, table_status
+from dv_assets.mirror.cli.status import status_text, table_status
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.maintenance import expire_and_reclaim

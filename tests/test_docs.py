@@ -8,7 +8,7 @@ import argparse
 import re
 from pathlib import Path
 
-from dv_assets.mirror.cli import _parser
+from dv_assets.mirror.cli import build_parser
 from tests.helpers.paths import REPO_ROOT
 
 README = REPO_ROOT / "README.md"
@@ -75,7 +75,7 @@ def test_every_relative_link_resolves() -> None:
 
 def cli_flags() -> dict[str, set[str]]:
     """Every option string of `dvmirror` and of each of its subcommands, from the parser itself."""
-    parser = _parser()
+    parser = build_parser()
     flags = {"dvmirror": {s for a in parser._actions for s in a.option_strings}}
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):

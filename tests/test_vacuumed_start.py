@@ -17,7 +17,7 @@ from urllib.parse import unquote
 import pytest
 
 from dv_assets.defs.status_metadata import current_state_metadata
-from dv_assets.mirror.cli_status import status_text
+from dv_assets.mirror.cli.status import status_text
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.iceberg.mirror_table import FIRST_READABLE_VERSION_PROPERTY

@@ -130,7 +130,7 @@ def main() -> int:
     from dv_assets.demo.machinery import demo_machinery, open_instance
     from dv_assets.demo.sample_table import build_sample_table
     from dv_assets.mirror import DeltaTable, commit_facts, get_or_create_spark
-    from dv_assets.mirror.cli_args import child_stderr_to_log
+    from dv_assets.mirror.cli.output import child_stderr_to_log
 
     defs = load_definitions()
     demo = next((s for s in sources_of(defs) if s.name == DEMO_SOURCE), None)

@@ -42,29 +42,8 @@ def modules(*roots: str) -> dict[str, Path]:
 PROJECT = modules(*PACKAGES)
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
-    )
-
-
-def module_level(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """The imports that run when the module is imported: not those in functions, nor in
-    `if TYPE_CHECKING:` blocks (class bodies do run)."""
-    for child in ast.iter_child_nodes(node):
-        if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
-            continue
-        if isinstance(child, ast.If) and _is_type_checking(child.test):
-            for other in child.orelse:
-                yield from module_level(ast.Module(body=[other], type_ignores=[]))
-            continue
-        if isinstance(child, ast.Import | ast.ImportFrom):
-            yield child
-        else:
-            yield from module_level(child)
-
-
 def everywhere(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement of the module: at module level, in functions, under TYPE_CHECKING."""
     return (n for n in ast.walk(node) if isinstance(n, ast.Import | ast.ImportFrom))
 
 

@@ -14,18 +14,17 @@ import json
 import logging
 import traceback
 from dataclasses import asdict
-from typing import Any
 
-from dv_assets.mirror.cli_args import (
-    add_catalog_arguments,
-    check_catalog_reachable,
+from dv_assets.mirror.cli.arguments import add_catalog_arguments, check_catalog_reachable, settings_from
+from dv_assets.mirror.cli.output import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL_ERROR,
     internal_error_line,
     report_failure,
-    settings_from,
 )
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorInputError
+from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.iceberg.mirror_table import DELTA_TABLE_PROPERTY, MirrorTable
 from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.identity import check_mirrors
@@ -34,8 +33,7 @@ from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.status import MirrorStatus, mirror_status, version_ranges
 
 
-def add_status_command(commands: Any) -> None:
-    """Register `status` on the CLI's subparsers (`commands`: argparse's `add_subparsers()` value)."""
+def add_parser(commands: argparse._SubParsersAction, epilog: str | None) -> None:
     status = commands.add_parser(
         "status",
         help="where each mirror stands: mirrored version, Delta's latest, lag, snapshot (no JVM)",
@@ -50,10 +48,10 @@ def add_status_command(commands: Any) -> None:
     )
     add_catalog_arguments(status)
     status.add_argument("--json", action="store_true", help="print one JSON document")
-    status.set_defaults(run=run_status)
+    status.set_defaults(run=run)
 
 
-def run_status(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     # pyiceberg warns on stderr (e.g. about an older sqlite catalog schema); stderr is for the one error line.
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)
     debug = False

@@ -28,16 +28,21 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dv_assets.mirror.cli_args import (
+from dv_assets.mirror.cli.arguments import (
     add_catalog_arguments,
     check_catalog_reachable,
-    child_stderr_to_log,
-    internal_error_line,
     pyiceberg_reads,
-    report_failure,
     settings_from,
 )
-from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorInputError
+from dv_assets.mirror.cli.output import (
+    EXIT_BAD_INPUT,
+    EXIT_CHECK_FAILED,
+    EXIT_INTERNAL_ERROR,
+    child_stderr_to_log,
+    internal_error_line,
+    report_failure,
+)
+from dv_assets.mirror.errors import MirrorInputError
 
 if TYPE_CHECKING:  # pyspark and the checks: not for `dvmirror --help`
     from pyspark.sql import SparkSession
@@ -46,10 +51,8 @@ if TYPE_CHECKING:  # pyspark and the checks: not for `dvmirror --help`
     from dv_assets.mirror.iceberg.mirror_table import MirrorTable, SnapshotFiles
     from dv_assets.mirror.settings import MirrorSettings
 
-EXIT_CHECK_FAILED = 1
 
-
-def add_verify_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction, epilog: str | None) -> None:
     verify = commands.add_parser(
         "verify",
         help="check that a mirrored Delta version is exact (the asset checks, outside Dagster)",
@@ -71,7 +74,7 @@ def add_verify_parser(commands: argparse._SubParsersAction) -> None:
     )
     add_catalog_arguments(verify)
     verify.add_argument("--json", action="store_true", help="print one JSON document")
-    verify.set_defaults(run=run_verify)
+    verify.set_defaults(run=run)
 
 
 @dataclass(frozen=True)
@@ -113,7 +116,7 @@ class _Spark:
 
 def verify_mirror(args: argparse.Namespace, settings: MirrorSettings, spark: _Spark) -> Verification:
     """The checks of the version asked for (MirrorInputError: nothing to verify as asked)."""
-    from dv_assets.mirror.cli_status import mirrored_delta_root
+    from dv_assets.mirror.cli.status import mirrored_delta_root
     from dv_assets.mirror.delta.replay import DeltaTable
     from dv_assets.mirror.exactness_checks import (
         check_metadata_row_count,
@@ -178,7 +181,7 @@ def _ranges(versions: list[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in runs)
 
 
-def run_verify(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     # pyiceberg warns on stderr (e.g. about an older sqlite catalog schema); stderr is for the one error line.
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)
     spark = _Spark(args)

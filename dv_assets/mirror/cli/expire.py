@@ -23,15 +23,20 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dv_assets.mirror.cli_args import (
+from dv_assets.mirror.cli.arguments import (
     add_catalog_arguments,
     check_catalog_reachable,
-    child_stderr_to_log,
-    internal_error_line,
     pyiceberg_reads,
     settings_from,
 )
-from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_INTERNAL_ERROR, MirrorInputError
+from dv_assets.mirror.cli.output import (
+    EXIT_BAD_INPUT,
+    EXIT_INTERNAL_ERROR,
+    child_stderr_to_log,
+    internal_error_line,
+    report_failure,
+)
+from dv_assets.mirror.errors import MirrorInputError
 
 if TYPE_CHECKING:  # the maintenance module imports pyspark: not for `dvmirror --help`
     from dv_assets.mirror.iceberg.maintenance import MaintenanceReport
@@ -52,7 +57,7 @@ def duration_hours(text: str) -> float:
     return hours
 
 
-def add_expire_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction, epilog: str | None) -> None:
     expire = commands.add_parser(
         "expire",
         help="expire a mirror's old snapshots and delete only the mirror's own files they alone used",
@@ -73,7 +78,7 @@ def add_expire_parser(commands: argparse._SubParsersAction) -> None:
     expire.add_argument("--dry-run", action="store_true", help="report what would be removed, remove nothing")
     add_catalog_arguments(expire)
     expire.add_argument("--json", action="store_true", help="print a machine-readable report")
-    expire.set_defaults(run=run_expire)
+    expire.set_defaults(run=run)
 
 
 # Up to this many files the text lists each one; beyond it, how many of each kind and in which folder
@@ -158,17 +163,18 @@ def _refusal(table_name: str, table: MirrorTable | None) -> str | None:
     return None
 
 
-def run_expire(args: argparse.Namespace) -> int:
-    # The failure reporting is the sync's own (cli.py imports this module).
-    from dv_assets.mirror.cli import _fail
+def _fail(args: argparse.Namespace, code: int, line: str, spark_log: str | None = None) -> int:
+    """A failure as every subcommand reports it; its JSON keeps the sync's fields (no version mirrored)."""
+    return report_failure(args, code, line, mirrored_versions=[], spark_log=spark_log)
+
+
+def run(args: argparse.Namespace) -> int:
     from dv_assets.mirror.iceberg.maintenance import Retention
 
     if "." not in args.table:
-        return _fail(args, EXIT_BAD_INPUT, f"--table must be NAMESPACE.NAME, got {args.table!r}", [], None)
+        return _fail(args, EXIT_BAD_INPUT, f"--table must be NAMESPACE.NAME, got {args.table!r}")
     if args.retain_last < 1:
-        return _fail(
-            args, EXIT_BAD_INPUT, f"--retain-last must be at least 1, got {args.retain_last}", [], None
-        )
+        return _fail(args, EXIT_BAD_INPUT, f"--retain-last must be at least 1, got {args.retain_last}")
     try:
         retention = Retention(
             retain_last=args.retain_last,
@@ -177,9 +183,9 @@ def run_expire(args: argparse.Namespace) -> int:
         settings = settings_from(args)
         check_catalog_reachable(settings.catalog)
     except ValueError as err:
-        return _fail(args, EXIT_BAD_INPUT, str(err).splitlines()[0], [], None)
+        return _fail(args, EXIT_BAD_INPUT, str(err).splitlines()[0])
     except MirrorInputError as err:
-        return _fail(args, EXIT_BAD_INPUT, err.one_line(), [], None)
+        return _fail(args, EXIT_BAD_INPUT, err.one_line())
     spark_log: str | None = None
     try:
         from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
@@ -191,7 +197,7 @@ def run_expire(args: argparse.Namespace) -> int:
         if pyiceberg_reads(settings):
             before = read_mirror_table(settings.catalog, args.table)
             if (refusal := _refusal(args.table, before)) is not None:
-                return _fail(args, EXIT_BAD_INPUT, refusal, [], None)
+                return _fail(args, EXIT_BAD_INPUT, refusal)
             if args.dry_run:  # what would go, read with pyiceberg: no JVM
                 from dv_assets.mirror.iceberg.maintenance import plan_without_jvm
 
@@ -206,20 +212,20 @@ def run_expire(args: argparse.Namespace) -> int:
         try:
             check_spark_can_start(settings)  # Java and the jars, before Spark's log or a folder
         except MirrorInputError as err:
-            return _fail(args, EXIT_BAD_INPUT, err.one_line(), [], None)
+            return _fail(args, EXIT_BAD_INPUT, err.one_line())
         if not settings.debug:
             spark_log = child_stderr_to_log()
         iceberg = IcebergJava(get_or_create_spark(settings))
         if before is None:
             before = iceberg.load(args.table)
             if (refusal := _refusal(args.table, before)) is not None:
-                return _fail(args, EXIT_BAD_INPUT, refusal, [], spark_log)
+                return _fail(args, EXIT_BAD_INPUT, refusal, spark_log)
         assert before is not None
         report = expire_and_reclaim(iceberg, args.table, retention, dry_run=args.dry_run)
     except Exception as err:  # the one place a traceback is turned into a line
         if settings.debug:
             traceback.print_exc()
-        return _fail(args, EXIT_INTERNAL_ERROR, internal_error_line(err, spark_log), [], spark_log)
+        return _fail(args, EXIT_INTERNAL_ERROR, internal_error_line(err, spark_log), spark_log)
     if spark_log is not None:
         # Kept only when it may explain a failure (its path is then in the error line).
         Path(spark_log).unlink(missing_ok=True)

@@ -18,14 +18,13 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dv_assets.mirror.cli_args import internal_error_line
-from dv_assets.mirror.errors import (
+from dv_assets.mirror.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
     EXIT_INTERNAL_ERROR,
-    MirrorConflictError,
-    MirrorInputError,
+    internal_error_line,
 )
+from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
 from dv_assets.mirror.settings import MirrorSettings
 
 if TYPE_CHECKING:  # sync.py imports pyspark: not for `--help`
@@ -59,7 +58,7 @@ def _lag_text(lag: float | None) -> str:
     return "lag unknown (no commit timestamp)" if lag is None else f"lag {lag:.1f} s"
 
 
-def run_follow(args: argparse.Namespace, settings: MirrorSettings, spark_log: str | None) -> int:
+def run(args: argparse.Namespace, settings: MirrorSettings, spark_log: str | None) -> int:
     """Follow `args.delta_table` into `args.table` until SIGTERM/SIGINT (0), a refusal (2), an internal
     error (3) or lost races in a row (4). `spark_log`: where the JVM's stderr goes (None: debug)."""
     mirrored: list[int] = []

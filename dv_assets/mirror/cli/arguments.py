@@ -1,14 +1,12 @@
-"""The flags every `dvmirror` subcommand that reaches a catalog shares, declared once."""
+"""What every `dvmirror` subcommand that reaches a catalog shares, declared once: the catalog flags and the
+settings they resolve to, and the checks made before any JVM starts (the catalog answers, the Delta path
+is a table, the mirror's position as pyiceberg reads it, Java and the jars)."""
 
 from __future__ import annotations
 
 import argparse
-import json
 import logging
-import os
 import socket
-import sys
-import tempfile
 from pathlib import Path
 from typing import NamedTuple
 
@@ -62,20 +60,6 @@ def pyiceberg_reads(settings: MirrorSettings) -> bool:
     return True
 
 
-def kept_log(spark_log: str | None) -> str | None:
-    """Spark's log when it holds something; an empty one (nothing started, or it said nothing) is
-    removed and never named as the place to look."""
-    if spark_log is None:
-        return None
-    try:
-        if os.path.getsize(spark_log) > 0:
-            return spark_log
-    except OSError:
-        return None
-    os.unlink(spark_log)
-    return None
-
-
 def not_a_local_delta_table(location: str) -> str | None:
     """Why a local Delta table location cannot be one, answered before any JVM (None: it may be; a URI
     is left to the sync)."""
@@ -116,13 +100,6 @@ def position_without_jvm(
     return Position(table.format_version, last_mirrored, start)
 
 
-def internal_error_line(err: Exception, spark_log: str | None) -> str:
-    """An unexpected error as one line, naming Spark's log when there is one and it is not empty."""
-    line = f"internal error: {type(err).__name__}: {str(err).splitlines()[0][:500]}"
-    spark_log = kept_log(spark_log)
-    return line if spark_log is None else f"{line} (Spark's log: {spark_log})"
-
-
 # Long enough for a catalog across a slow network, short enough that a typo answers before a JVM would.
 CATALOG_CONNECT_TIMEOUT_S = 10.0
 
@@ -145,28 +122,10 @@ def check_catalog_reachable(catalog: CatalogConfig, timeout: float = CATALOG_CON
         ) from None
 
 
-def child_stderr_to_log() -> str:
-    """Send what the Spark JVM (a child process, inheriting fd 2) prints to a log file; its path.
+def check_spark_can_start(settings: MirrorSettings) -> None:
+    """SparkSetupError (a MirrorInputError: exit 2, one line) when Spark cannot start here: Java and the
+    jars, checked before Spark's log or the catalog's folders exist. Imports pyspark only when called, so
+    that `--help` and the paths without a JVM stay fast."""
+    from dv_assets.mirror.spark import check_spark_can_start as check
 
-    The JVM and Spark's default log4j profile write a few lines to stderr; the contract is one line on
-    stderr for bad input. Python's own `sys.stderr` keeps the original stream. The caller removes the file
-    after a success and names it in the message of a failure.
-    """
-    log = tempfile.NamedTemporaryFile(prefix="dvmirror-spark-", suffix=".log", delete=False)  # noqa: SIM115
-    sys.stderr.flush()
-    original = os.dup(2)
-    os.dup2(log.fileno(), 2)
-    log.close()
-    sys.stderr = os.fdopen(original, "w", buffering=1)
-    return log.name
-
-
-def report_failure(args: argparse.Namespace, code: int, line: str, **report: object) -> int:
-    """One line on stderr; with --json the same failure, and `report`'s fields, as one JSON document on
-    stdout. Returns the exit code."""
-    print(f"dvmirror: {line}", file=sys.stderr)
-    if "spark_log" in report:
-        report["spark_log"] = kept_log(report["spark_log"])  # type: ignore[arg-type]
-    if getattr(args, "json", False):
-        print(json.dumps({"ok": False, "exit_code": code, "error": line, **report}, indent=2))
-    return code
+    check(settings)

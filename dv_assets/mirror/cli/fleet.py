@@ -49,27 +49,25 @@ from dataclasses import asdict, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from dv_assets.mirror.cli_args import (
+from dv_assets.mirror.cli.arguments import (
     S3_SCHEMES,
     check_catalog_reachable,
-    child_stderr_to_log,
-    internal_error_line,
     not_a_local_delta_table,
     position_without_jvm,
-    report_failure,
     settings_from,
 )
-from dv_assets.mirror.cli_follow import DEFAULT_INTERVAL_SECONDS, version_line
-from dv_assets.mirror.delta.paths import table_root_of
-from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.errors import (
+from dv_assets.mirror.cli.follow import DEFAULT_INTERVAL_SECONDS, version_line
+from dv_assets.mirror.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
     EXIT_INTERNAL_ERROR,
-    MirrorConflictError,
-    MirrorInputError,
-    worst_exit_code,
+    child_stderr_to_log,
+    internal_error_line,
+    report_failure,
 )
+from dv_assets.mirror.delta.paths import table_root_of
+from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError, worst_exit_code
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import MirrorSettings
 
@@ -80,7 +78,7 @@ if TYPE_CHECKING:  # fleet.py imports pyspark: not for `--help` nor a run answer
 STATES = {0: "mirrored", EXIT_BAD_INPUT: "refused", EXIT_INTERNAL_ERROR: "error", EXIT_CONFLICT: "conflict"}
 
 
-def add_fleet_arguments(sync: argparse.ArgumentParser) -> None:
+def add_arguments(sync: argparse.ArgumentParser) -> None:
     sync.add_argument(
         "--tables",
         metavar="FILE",
@@ -203,7 +201,7 @@ def _error_line(error: BaseException) -> str:
     return internal_error_line(error, None)  # type: ignore[arg-type]
 
 
-def run_sync_tables(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """`dvmirror sync --tables FILE`: see the module docstring."""
     wrong = [
         flag

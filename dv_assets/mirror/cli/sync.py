@@ -1,107 +1,54 @@
-"""`dvmirror`: mirror a Delta table with deletion vectors into Iceberg from the command line.
-
-    dvmirror sync DELTA_TABLE_PATH --table NAMESPACE.NAME [--catalog-uri sqlite:///PATH/catalog.db]
-        [--catalog-property KEY=VALUE ...] [--config FILE] [--warehouse PATH|URI]
-        [--format-version 3|2] [--until-version N] [--allow-root PATH ...] [--json]
-        [--follow [--interval SECONDS]]      (--follow: mirror each new version as it appears, until SIGTERM)
-    dvmirror sync --tables FILE [catalog flags] [--concurrency N] [--json] [--follow [--interval SECONDS]]
-        (every table of a file of DeltaMirrorComponent documents, in one process and one Spark session)
-    dvmirror status NAMESPACE.NAME ... [--delta PATH] [catalog flags] [--json]        (no JVM)
-    dvmirror verify NAMESPACE.NAME [--version N] [--full] [--delta PATH] [catalog flags] [--json]
-        (no JVM without --full; exit 1 when a check fails)
-    dvmirror expire NAMESPACE.NAME --retain-last N [--older-than DURATION] [--dry-run] [catalog flags]
-        [--json]
-    dvmirror --version
-
-The catalog: Iceberg's own catalog properties, e.g. `--catalog-property type=rest --catalog-property
-uri=http://127.0.0.1:8181 --catalog-property warehouse=s3://bucket/wh --catalog-property
-s3.endpoint=http://127.0.0.1:9000`, or the same keys under `catalog:` in a YAML file (--config FILE or
-DVMIRROR_CONFIG; flags override it). Default: the embedded sqlite catalog ./.dvmirror/catalog.db and
-warehouse ./.dvmirror/warehouse in the working directory, created by the first sync that mirrors a
-version, once its input is checked (--catalog-uri and --warehouse put them anywhere else).
-The Delta table may be a local path or an s3:// / s3a:// URI (the catalog's s3.* properties or the AWS
-environment give the endpoint and credentials). Every setting and variable: `dv_assets.mirror.settings`.
-Set DVMIRROR_DEBUG=1 to see the traceback of an internal error.
-
-Spark (sync, verify --full, expire) needs Java 17 or newer (JAVA_HOME, else `java` on the PATH). Its jars:
-the folder DVMIRROR_JARS names (offline; `make jars`), or ./.jars in a checkout, else the package's own
-helper jar with Delta, Iceberg and the JDBC drivers downloaded once from Maven Central into the Ivy cache
-DVMIRROR_IVY (default ~/.cache/dvmirror/ivy; later runs reuse it without resolving again).
-
-Exit codes: 0 done (also when there was nothing new), 2 bad input (one line on stderr naming the table,
-the version, the file and the reason; the mirror stays at its last good version), 3 internal error,
-4 conflict (another writer committed to the Iceberg table meanwhile; nothing of this run was committed;
-rerun). With --json a failure is reported on stdout too: {"ok": false, "exit_code", "error",
-"mirrored_versions" (those committed before the failure), "spark_log"}.
-"""
+"""`dvmirror sync DELTA_TABLE --table NAMESPACE.NAME`: mirror every Delta version not yet mirrored, one
+Iceberg snapshot each; `--follow` keeps doing it (follow.py), `--tables FILE` does it for every table of a
+file in one process (fleet.py). A mirror already up to date, and every refusal of bad input, answer
+without a JVM."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 import traceback
-from importlib.metadata import version
 from pathlib import Path
 
-from dv_assets.mirror.cli_args import (
+from dv_assets.mirror.cli import fleet, follow
+from dv_assets.mirror.cli.arguments import (
     add_catalog_arguments,
     check_catalog_reachable,
-    child_stderr_to_log,
-    internal_error_line,
+    check_spark_can_start,
     not_a_local_delta_table,
     position_without_jvm,
-    report_failure,
     settings_from,
 )
-from dv_assets.mirror.cli_expire import add_expire_parser
-from dv_assets.mirror.cli_fleet import add_fleet_arguments, run_sync_tables
-from dv_assets.mirror.cli_follow import DEFAULT_INTERVAL_SECONDS, positive_seconds, run_follow, version_line
-from dv_assets.mirror.cli_status import add_status_command
-from dv_assets.mirror.cli_verify import add_verify_parser
-from dv_assets.mirror.delta.paths import table_root_of
-from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.errors import (
+from dv_assets.mirror.cli.follow import DEFAULT_INTERVAL_SECONDS, positive_seconds, version_line
+from dv_assets.mirror.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
     EXIT_INTERNAL_ERROR,
-    MirrorConflictError,
-    MirrorInputError,
+    EXIT_OK,
+    child_stderr_to_log,
+    internal_error_line,
+    print_json,
+    report_failure,
 )
+from dv_assets.mirror.delta.paths import table_root_of
+from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.results import SyncResult
 from dv_assets.mirror.settings import MirrorSettings
 
 
-def check_spark_can_start(settings: MirrorSettings) -> None:
-    """SparkSetupError (a MirrorInputError: exit 2, one line) when Spark cannot start here; imported
-    when needed (pyspark), so that `--help` and the JVM-free paths stay fast."""
-    from dv_assets.mirror.spark import check_spark_can_start as check
-
-    check(settings)
-
-
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="dvmirror",
-        description=__doc__.split("\n\n")[0],
-        epilog="\n\n".join(__doc__.split("\n\n")[2:]),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {version('dv-mirror')}")
-    commands = parser.add_subparsers(dest="command", required=True)
-    add_status_command(commands)
+def add_parser(commands: argparse._SubParsersAction, epilog: str | None) -> None:
     sync = commands.add_parser(
         "sync",
         help="mirror every Delta version not yet mirrored, one snapshot each",
-        epilog=parser.epilog,  # the exit codes and the catalog, in `dvmirror sync --help` too
+        epilog=epilog,  # the exit codes and the catalog, in `dvmirror sync --help` too
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sync.add_argument(
         "delta_table", nargs="?", help="path of the Delta table (the folder holding _delta_log)"
     )
     sync.add_argument("--table", help="Iceberg table, NAMESPACE.NAME")
-    add_fleet_arguments(sync)
+    fleet.add_arguments(sync)
     add_catalog_arguments(sync)
     sync.add_argument(
         "--format-version",
@@ -132,10 +79,7 @@ def _parser() -> argparse.ArgumentParser:
         help="with --follow: how often to look for a new Delta commit "
         f"(default {DEFAULT_INTERVAL_SECONDS:g})",
     )
-    sync.set_defaults(sync_parser=sync)
-    add_expire_parser(commands)
-    add_verify_parser(commands)
-    return parser
+    sync.set_defaults(sync_parser=sync, run=run)
 
 
 def _fail(args: argparse.Namespace, code: int, line: str, mirrored: list[int], spark_log: str | None) -> int:
@@ -143,13 +87,9 @@ def _fail(args: argparse.Namespace, code: int, line: str, mirrored: list[int], s
     return report_failure(args, code, line, mirrored_versions=mirrored, spark_log=spark_log)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
-    args = parser.parse_args(argv)
-    if args.command != "sync":  # a subcommand of its own module (`run` set by its parser)
-        return args.run(args)
+def run(args: argparse.Namespace) -> int:
     if args.tables is not None:
-        return run_sync_tables(args)
+        return fleet.run(args)
     missing = [
         name for name, value in (("delta_table", args.delta_table), ("--table", args.table)) if not value
     ]
@@ -186,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
             check_spark_can_start(settings)  # Java and the jars, before Spark's log or a folder
         except MirrorInputError as err:
             return _fail(args, EXIT_BAD_INPUT, err.one_line(), mirrored, None)
-        return run_follow(args, settings, None if settings.debug else child_stderr_to_log())
+        return follow.run(args, settings, None if settings.debug else child_stderr_to_log())
     try:
         io = FileIO(settings.catalog.storage_properties())
         delta = DeltaTable(table_root_of(args.delta_table), io=io)
@@ -269,14 +209,10 @@ def _up_to_date(
 
 def _report(args: argparse.Namespace, result: SyncResult) -> int:
     if args.json:
-        print(json.dumps({"ok": True, **result.to_json()}, indent=2))
-        return 0
+        print_json({"ok": True, **result.to_json()})
+        return EXIT_OK
     if result.start_note is not None:  # the versions before the first mirrored one: why not mirrored
         print(result.start_note)
     if not result.versions:
         print(f"{args.table} is up to date with {args.delta_table} at version {result.latest_delta_version}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return EXIT_OK
