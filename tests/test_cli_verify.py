@@ -156,6 +156,30 @@ def test_bad_input_is_exit_2_with_one_line(mirrored, tmp_path: Path) -> None:
     )
 
 
+def test_an_internal_error_is_exit_3_with_one_line(mirrored, tmp_path: Path) -> None:
+    """A metadata file that is no longer JSON (storage gone bad under the catalog): not the user's input,
+    so exit 3 and one line, not a traceback (a TypeError in the report once hid this path)."""
+    tmp, _ = mirrored
+    catalog = cli_catalog(tmp)
+    newest = max((tmp / "cli").rglob("*.metadata.json"), key=lambda p: p.stat().st_mtime_ns)
+    saved = newest.read_bytes()
+    try:
+        newest.write_bytes(saved[: len(saved) // 2])
+        broken = verify(catalog, MIRROR, "--json", cwd=tmp, env=no_java(tmp_path))
+    finally:
+        newest.write_bytes(saved)
+    assert broken.returncode == 3, broken.stderr
+    line = one_error_line(broken)
+    assert line.startswith("dvmirror: internal error: "), line
+    assert json.loads(broken.stdout) == {
+        "ok": False,
+        "exit_code": 3,
+        "error": line.removeprefix("dvmirror: "),
+        "spark_log": None,
+    }
+    assert verify(catalog, MIRROR, cwd=tmp, env=no_java(tmp_path)).returncode == 0
+
+
 def test_an_unknown_table_and_a_table_that_is_not_a_mirror_are_bad_input(tmp_path: Path) -> None:
     catalog = cli_catalog(tmp_path)
     unknown = verify(catalog, "ops.nope", cwd=tmp_path, env=no_java(tmp_path))

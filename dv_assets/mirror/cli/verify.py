@@ -19,7 +19,6 @@ internal error: {"ok": false, "exit_code", "error", "spark_log"}.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import sys
 import traceback
@@ -40,6 +39,7 @@ from dv_assets.mirror.cli.output import (
     EXIT_INTERNAL_ERROR,
     child_stderr_to_log,
     internal_error_line,
+    print_json,
     report_failure,
 )
 from dv_assets.mirror.errors import MirrorInputError
@@ -202,12 +202,11 @@ def run(args: argparse.Namespace) -> int:
     except Exception as err:  # a catalog, storage or Spark failure: one line, the traceback when debugging
         if debug:
             traceback.print_exc()
-        return report_failure(
-            args, EXIT_INTERNAL_ERROR, internal_error_line(err, spark_log=spark.log), spark.log
-        )
+        line = internal_error_line(err, spark_log=spark.log)
+        return report_failure(args, EXIT_INTERNAL_ERROR, line, spark_log=spark.log)
     spark.remove_log()  # kept (and named) only after an internal error, which it may explain
     if args.json:
-        print(json.dumps(_report(verification), indent=2))
+        print_json(_report(verification))
     else:
         for check in verification.checks:
             print(f"{'PASS' if check.passed else 'FAIL'} {check.name}: {check.summary}")
