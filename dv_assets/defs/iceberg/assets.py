@@ -54,6 +54,7 @@ from dv_assets.mirror import (
     MirrorStatus,
     MirrorTable,
     Snapshot,
+    SyncResult,
     VersionResult,
     expired_versions,
     first_readable_version,
@@ -151,21 +152,161 @@ class Recorded:
     description: str | None = None
 
 
-def build_iceberg_mirror_asset(
-    source: DeltaSource, partitions_def: dg.DynamicPartitionsDefinition
-) -> dg.AssetsDefinition:
-    table = source.iceberg_table
+class MirrorRun:
+    """One run of `iceberg/<source>`: which of its versions the mirror holds, the sync of the rest, and
+    the events that record each version (in that order: `events`)."""
 
-    def read_back(spark: IcebergSparkResource) -> tuple[MirrorTable, MirrorStatus]:
+    def __init__(
+        self, source: DeltaSource, context: dg.AssetExecutionContext, spark: IcebergSparkResource
+    ) -> None:
+        self.source = source
+        self.table = source.iceberg_table
+        self.context = context
+        self.spark = spark
+        self.versions = sorted(version_of(k) for k in context.partition_keys)
+        self.newest = self.versions[-1]
+        self.mirrored: list[VersionResult] = []  # in commit order, as sync_table reports them
+
+    def events(self) -> Iterator[dg.AssetMaterialization | dg.AssetObservation | dg.MaterializeResult]:
+        iceberg = IcebergJava(self.spark.spark_session)
+        mirror = iceberg.load(self.table)
+        last = None if mirror is None else mirror.last_mirrored_version
+        # The mirror starts at its first readable version: the ones before are not readable in Delta.
+        first_readable = None if mirror is None else first_readable_version(mirror)
+        existing = self._existing(mirror)
+        expired = expired_versions(mirror, self.versions)
+        began = time.monotonic()
+        latest = None
+        if last is None or self.newest > last:
+            try:
+                synced = self._sync(iceberg)
+            except Exception as err:
+                yield from self._recorded_before_failure()
+                failure = _run_failure(err)
+                if failure is None:
+                    raise
+                raise failure from None
+            latest = synced.latest_delta_version
+            if synced.start_note is not None:
+                self.context.log.info(f"{self.table}: {synced.start_note}")
+                first_readable = synced.first_readable_version
+        unreadable = [v for v in self.versions if first_readable is not None and v < first_readable]
+        if unreadable:
+            self.context.log.info(
+                f"Delta version(s) {_versions_text(unreadable)} not mirrored: {self.table} starts at Delta "
+                f"version {first_readable}, the versions before it are no longer readable in Delta"
+            )
+        done = {r.delta_version for r in self.mirrored} | set(existing) | set(unreadable) | set(expired)
+        absent = [v for v in self.versions if v not in done]
+        if absent:
+            yield from self._recorded_before_failure()
+            raise dg.Failure(
+                description=f"Delta version(s) {_versions_text(absent)} do not exist in "
+                f"{self.source.delta_path} (latest is {latest})",
+                allow_retries=False,
+            )
+        mirror, status = self._read_back()
+        yield from self._expired_observations(expired, mirror)
+        yield from self._materializations(
+            self._recorded(existing, mirror), self._run_figures(began), mirror, status
+        )
+        yield no_derived_materializations()
+
+    def _existing(self, mirror: MirrorTable | None) -> dict[int, Snapshot]:
+        """The run's versions the mirror already holds a snapshot of (logged, with the expired ones)."""
+        existing: dict[int, Snapshot] = {}
+        if mirror is not None:
+            existing = {v: s for v in self.versions if (s := mirror.snapshot_for_version(v)) is not None}
+        expired = expired_versions(mirror, self.versions)
+        if expired:
+            self.context.log.info(
+                f"Delta version(s) {_versions_text(expired)} already mirrored; their snapshots have expired "
+                "(cleanup job): nothing to commit, recorded as expired"
+            )
+        if existing:
+            self.context.log.info(f"Delta version(s) {_versions_text(sorted(existing))} already mirrored")
+        return existing
+
+    def _sync(self, iceberg: IcebergJava) -> SyncResult:
+        def on_version(result: VersionResult) -> None:
+            self.mirrored.append(result)
+            self.context.log.info(
+                f"mirrored Delta version {result.delta_version} ({result.operation}) as snapshot "
+                f"{result.snapshot_id}: {result.dvs_written} DVs, {result.bytes_written} bytes"
+            )
+
+        return sync_table(
+            self.spark.spark_session,
+            self.source.delta_path,
+            self.table,
+            format_version=self.source.format_version,
+            until_version=self.newest,
+            allowed_roots=self.source.allowed_roots,
+            executors=self.spark.settings.executors,
+            iceberg=iceberg,
+            on_version=on_version,
+        )
+
+    def _read_back(self) -> tuple[MirrorTable, MirrorStatus]:
         """The table as the catalog has it after the run (pyiceberg), and where it stands against the
         Delta log."""
-        mirror = read_mirror_table(spark.settings.catalog, table)
+        mirror = read_mirror_table(self.spark.settings.catalog, self.table)
         if mirror is None:
-            raise ValueError(f"{table} is not in the catalog {spark.settings.catalog.describe()}")
-        return mirror, mirror_status(source.delta_table(), mirror, table)
+            raise ValueError(f"{self.table} is not in the catalog {self.spark.settings.catalog.describe()}")
+        return mirror, mirror_status(self.source.delta_table(), mirror, self.table)
 
-    def materializations(
-        context: dg.AssetExecutionContext,
+    @property
+    def _run_span(self) -> str:
+        return str(self.newest) if len(self.versions) == 1 else f"{self.versions[0]}..{self.newest}"
+
+    def _recorded(self, existing: dict[int, Snapshot], mirror: MirrorTable) -> list[Recorded]:
+        """Every version the run records: those it mirrored (below its range too), those already there,
+        and the mirror's current version again when the run's are all older."""
+        recorded = [
+            Recorded(
+                r.delta_version,
+                r.snapshot_id,
+                version_metadata(r, self.table),
+                None
+                if r.delta_version in self.versions
+                else f"mirrored first, in the run for Delta version(s) {self._run_span}",
+            )
+            for r in self.mirrored
+        ] + [
+            Recorded(v, snap.snapshot_id, existing_metadata(snap, self.table)) for v, snap in existing.items()
+        ]
+        current = mirror.mirrored_base
+        if current is not None and current.delta_version is not None and current.delta_version > self.newest:
+            # Older versions materialized again: the mirror's current version stays the latest.
+            recorded.append(
+                Recorded(
+                    current.delta_version,
+                    current.snapshot_id,
+                    existing_metadata(current, self.table),
+                    RECORDED_AGAIN,
+                )
+            )
+        return recorded
+
+    def _run_figures(self, began: float) -> dict[str, Any]:
+        figures: dict[str, Any] = {
+            "run_versions": dg.MetadataValue.text(self._run_span),
+            "run_duration_seconds": dg.MetadataValue.float(round(time.monotonic() - began, 3)),
+            "mirrored_versions": dg.MetadataValue.text(
+                _versions_text([r.delta_version for r in self.mirrored]) or "none: all already mirrored"
+            ),
+        }
+        if self.mirrored:
+            below = [r for r in self.mirrored if r.delta_version not in self.versions]
+            figures |= {
+                "dvs_copied_in_run": dg.MetadataValue.int(sum(r.dvs_written for r in self.mirrored)),
+                "bytes_written_in_run": dg.MetadataValue.int(sum(r.bytes_written for r in self.mirrored)),
+                **details({"gap_versions_mirrored_first": len(below)}),
+            }
+        return figures
+
+    def _materializations(
+        self,
         recorded: list[Recorded],
         run_figures: dict[str, dg.MetadataValue],
         mirror: MirrorTable | None,
@@ -178,10 +319,10 @@ def build_iceberg_mirror_asset(
             return []
         ordered = sorted(recorded, key=lambda r: r.version)
         add_missing_partitions(
-            context.instance, source.partitions_name, [partition_key(r.version) for r in ordered]
+            self.context.instance, self.source.partitions_name, [partition_key(r.version) for r in ordered]
         )
         standard = (
-            {} if mirror is None else standard_metadata(mirror, source, [r.snapshot_id for r in ordered])
+            {} if mirror is None else standard_metadata(mirror, self.source, [r.snapshot_id for r in ordered])
         )
         lag = {} if status is None else lag_metadata(status)
         events = []
@@ -193,7 +334,7 @@ def build_iceberg_mirror_asset(
                 )
             events.append(
                 dg.AssetMaterialization(
-                    asset_key=context.asset_key,
+                    asset_key=self.context.asset_key,
                     partition=partition_key(r.version),
                     description=r.description,
                     metadata=metadata,
@@ -201,30 +342,29 @@ def build_iceberg_mirror_asset(
             )
         return in_version_order(events)
 
-    def recorded_before_failure(
-        context: dg.AssetExecutionContext, spark: IcebergSparkResource, mirrored: list[VersionResult]
-    ) -> list[dg.AssetMaterialization]:
+    def _recorded_before_failure(self) -> list[dg.AssetMaterialization]:
         """The versions committed before the run failed: they are in the table, so they are recorded.
         The table metadata and the status are informative only here, so reading them must not replace
         the run's real error with its own."""
-        if not mirrored:
+        if not self.mirrored:
             return []
         mirror, status = None, None
         try:
-            mirror, status = read_back(spark)
+            mirror, status = self._read_back()
         except Exception as err:
-            context.log.warning(f"no table metadata or lag for the versions mirrored before it: {err}")
+            self.context.log.warning(f"no table metadata or lag for the versions mirrored before it: {err}")
         recorded = [
             Recorded(
-                r.delta_version, r.snapshot_id, version_metadata(r, table), "mirrored before the run failed"
+                r.delta_version,
+                r.snapshot_id,
+                version_metadata(r, self.table),
+                "mirrored before the run failed",
             )
-            for r in mirrored
+            for r in self.mirrored
         ]
-        return materializations(context, recorded, {}, mirror, status)
+        return self._materializations(recorded, {}, mirror, status)
 
-    def expired_observations(
-        context: dg.AssetExecutionContext, expired: list[int], mirror: MirrorTable
-    ) -> list[dg.AssetObservation]:
+    def _expired_observations(self, expired: list[int], mirror: MirrorTable) -> list[dg.AssetObservation]:
         """The run's versions the mirror holds no snapshot of any more (expired by the cleanup job): an
         observation of each partition, not a materialization. A materialization would show the partition
         as healthy again in the Partitions view, where the cleanup job took it out (maintenance.py); the
@@ -233,7 +373,7 @@ def build_iceberg_mirror_asset(
         readable = version_ranges(readable_versions(mirror))
         return [
             dg.AssetObservation(
-                asset_key=context.asset_key,
+                asset_key=self.context.asset_key,
                 partition=partition_key(v),
                 description=f"Delta version {v} was mirrored; its snapshot has expired "
                 f"(readable: {readable})",
@@ -246,6 +386,23 @@ def build_iceberg_mirror_asset(
             )
             for v in expired
         ]
+
+
+def _run_failure(err: Exception) -> dg.Failure | None:
+    """How a failed sync ends the run: a conflict may be retried (another run wrote the table meanwhile;
+    runs of one table share the pool `source.pool`); a refusal is the same on every retry, its table,
+    version, file and reason as metadata the run page shows; None: anything else, raised as it is."""
+    if isinstance(err, MirrorConflictError):
+        return dg.Failure(description=err.one_line(), allow_retries=True)
+    if isinstance(err, MirrorInputError):
+        return dg.Failure(description=err.one_line(), metadata=refusal_metadata(err), allow_retries=False)
+    return None
+
+
+def build_iceberg_mirror_asset(
+    source: DeltaSource, partitions_def: dg.DynamicPartitionsDefinition
+) -> dg.AssetsDefinition:
+    table = source.iceberg_table
 
     @dg.asset(
         key=source.mirror_asset_key,
@@ -267,125 +424,6 @@ def build_iceberg_mirror_asset(
     def iceberg_mirror(
         context: dg.AssetExecutionContext, spark: IcebergSparkResource
     ) -> Iterator[dg.AssetMaterialization | dg.AssetObservation | dg.MaterializeResult]:
-        versions = sorted(version_of(k) for k in context.partition_keys)
-        newest = versions[-1]
-        session = spark.spark_session
-        iceberg = IcebergJava(session)
-        mirror = iceberg.load(table)
-        last = None if mirror is None else mirror.last_mirrored_version
-        # The mirror starts at its first readable version: the ones before are not readable in Delta.
-        first_readable = None if mirror is None else first_readable_version(mirror)
-        existing: dict[int, Snapshot] = {}
-        if mirror is not None:
-            existing = {v: s for v in versions if (s := mirror.snapshot_for_version(v)) is not None}
-        expired = expired_versions(mirror, versions)
-        if expired:
-            context.log.info(
-                f"Delta version(s) {_versions_text(expired)} already mirrored; their snapshots have expired "
-                "(cleanup job): nothing to commit, recorded as expired"
-            )
-        if existing:
-            context.log.info(f"Delta version(s) {_versions_text(sorted(existing))} already mirrored")
-
-        mirrored: list[VersionResult] = []  # in commit order, as sync_table reports them
-
-        def on_version(result: VersionResult) -> None:
-            mirrored.append(result)
-            context.log.info(
-                f"mirrored Delta version {result.delta_version} ({result.operation}) as snapshot "
-                f"{result.snapshot_id}: {result.dvs_written} DVs, {result.bytes_written} bytes"
-            )
-
-        began = time.monotonic()
-        latest = None
-        if last is None or newest > last:
-            try:
-                synced = sync_table(
-                    session,
-                    source.delta_path,
-                    table,
-                    format_version=source.format_version,
-                    until_version=newest,
-                    allowed_roots=source.allowed_roots,
-                    executors=spark.settings.executors,
-                    iceberg=iceberg,
-                    on_version=on_version,
-                )
-                latest = synced.latest_delta_version
-                if synced.start_note is not None:
-                    context.log.info(f"{table}: {synced.start_note}")
-                    first_readable = synced.first_readable_version
-            except Exception as err:
-                yield from recorded_before_failure(context, spark, mirrored)
-                if isinstance(err, MirrorConflictError):
-                    # Another run wrote the table meanwhile (runs of one table share the pool `source.pool`).
-                    raise dg.Failure(description=err.one_line(), allow_retries=True) from None
-                if isinstance(err, MirrorInputError):
-                    # A refusal (a feature or file the mirror cannot reproduce exactly) is the same on
-                    # every retry; its table, version, file and reason as metadata the run page shows.
-                    raise dg.Failure(
-                        description=err.one_line(), metadata=refusal_metadata(err), allow_retries=False
-                    ) from None
-                raise
-        by_version = {r.delta_version: r for r in mirrored}
-        unreadable = [v for v in versions if first_readable is not None and v < first_readable]
-        if unreadable:
-            context.log.info(
-                f"Delta version(s) {_versions_text(unreadable)} not mirrored: {table} starts at Delta "
-                f"version {first_readable}, the versions before it are no longer readable in Delta"
-            )
-        absent = [
-            v
-            for v in versions
-            if v not in by_version and v not in existing and v not in unreadable and v not in expired
-        ]
-        if absent:
-            yield from recorded_before_failure(context, spark, mirrored)
-            raise dg.Failure(
-                description=f"Delta version(s) {_versions_text(absent)} do not exist in {source.delta_path} "
-                f"(latest is {latest})",
-                allow_retries=False,
-            )
-        mirror, status = read_back(spark)
-        run_span = str(newest) if len(versions) == 1 else f"{versions[0]}..{newest}"
-        recorded = [
-            Recorded(
-                r.delta_version,
-                r.snapshot_id,
-                version_metadata(r, table),
-                None
-                if r.delta_version in versions
-                else f"mirrored first, in the run for Delta version(s) {run_span}",
-            )
-            for r in mirrored
-        ] + [Recorded(v, snap.snapshot_id, existing_metadata(snap, table)) for v, snap in existing.items()]
-        current = mirror.mirrored_base
-        if current is not None and current.delta_version is not None and current.delta_version > newest:
-            # Older versions materialized again: the mirror's current version stays the latest.
-            recorded.append(
-                Recorded(
-                    current.delta_version,
-                    current.snapshot_id,
-                    existing_metadata(current, table),
-                    RECORDED_AGAIN,
-                )
-            )
-        run_figures: dict[str, Any] = {
-            "run_versions": dg.MetadataValue.text(run_span),
-            "run_duration_seconds": dg.MetadataValue.float(round(time.monotonic() - began, 3)),
-            "mirrored_versions": dg.MetadataValue.text(
-                _versions_text([r.delta_version for r in mirrored]) or "none: all already mirrored"
-            ),
-        }
-        if mirrored:
-            below = [r for r in mirrored if r.delta_version not in versions]
-            run_figures |= {
-                "dvs_copied_in_run": dg.MetadataValue.int(sum(r.dvs_written for r in mirrored)),
-                "bytes_written_in_run": dg.MetadataValue.int(sum(r.bytes_written for r in mirrored)),
-                **details({"gap_versions_mirrored_first": len(below)}),
-            }
-        yield from expired_observations(context, expired, mirror)
-        yield from materializations(context, recorded, run_figures, mirror, status)
-        yield no_derived_materializations()
+        yield from MirrorRun(source, context, spark).events()
 
     return iceberg_mirror

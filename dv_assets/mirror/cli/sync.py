@@ -33,7 +33,7 @@ from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
 from dv_assets.mirror.io import FileIO
-from dv_assets.mirror.results import SyncResult
+from dv_assets.mirror.results import SyncResult, VersionResult
 from dv_assets.mirror.settings import MirrorSettings
 
 
@@ -97,61 +97,47 @@ def run(args: argparse.Namespace) -> int:
         args.sync_parser.error(
             f"the following arguments are required: {', '.join(missing)} (or --tables FILE)"
         )
+    try:
+        settings = _checked_settings(args)
+        if args.follow:
+            check_spark_can_start(settings)  # Java and the jars, before Spark's log or a folder
+            return follow.run(args, settings, None if settings.debug else child_stderr_to_log())
+        up_to_date = _up_to_date(args, settings)
+    except MirrorInputError as err:
+        return _fail(args, EXIT_BAD_INPUT, err.one_line(), [], None)
+    if up_to_date is not None:
+        return _report(args, up_to_date)
+    return _mirror(args, settings)
+
+
+def _checked_settings(args: argparse.Namespace) -> MirrorSettings:
+    """The run's settings once its flags, its Delta path and the catalog are checked, without a JVM;
+    MirrorInputError (its one line, exit 2) for the first thing wrong."""
     if args.concurrency is not None:
-        return _fail(args, EXIT_BAD_INPUT, "--concurrency applies to --tables only", [], None)
-    mirrored: list[int] = []  # versions committed by this run, for a failure report
-    spark_log: str | None = None
+        raise MirrorInputError("--concurrency applies to --tables only")
     if "." not in args.table:
-        return _fail(
-            args, EXIT_BAD_INPUT, f"--table must be NAMESPACE.NAME, got {args.table!r}", mirrored, None
-        )
+        raise MirrorInputError(f"--table must be NAMESPACE.NAME, got {args.table!r}")
     problem = not_a_local_delta_table(args.delta_table)
     if problem is not None:
-        return _fail(args, EXIT_BAD_INPUT, problem, mirrored, None)
+        raise MirrorInputError(problem)
     try:
         settings = settings_from(args, args.delta_table)
     except ValueError as err:
-        return _fail(args, EXIT_BAD_INPUT, str(err), mirrored, None)
+        raise MirrorInputError(str(err)) from None
     if args.interval is not None and not args.follow:
-        return _fail(args, EXIT_BAD_INPUT, "--interval applies to --follow only", mirrored, None)
+        raise MirrorInputError("--interval applies to --follow only")
     if args.follow and args.until_version is not None:
-        reason = "--follow mirrors every new version: it cannot be combined with --until-version"
-        return _fail(args, EXIT_BAD_INPUT, reason, mirrored, None)
-    try:
-        check_catalog_reachable(settings.catalog)
-    except MirrorInputError as err:
-        return _fail(args, EXIT_BAD_INPUT, err.one_line(), mirrored, None)
-    if args.follow:
-        try:
-            check_spark_can_start(settings)  # Java and the jars, before Spark's log or a folder
-        except MirrorInputError as err:
-            return _fail(args, EXIT_BAD_INPUT, err.one_line(), mirrored, None)
-        return follow.run(args, settings, None if settings.debug else child_stderr_to_log())
-    try:
-        io = FileIO(settings.catalog.storage_properties())
-        delta = DeltaTable(table_root_of(args.delta_table), io=io)
-        latest = delta.latest_version()
-        if args.until_version is not None and args.until_version > latest:
-            # A version past the latest is a typo, not "up to date".
-            raise MirrorInputError(
-                f"--until-version {args.until_version} is past the latest Delta version {latest}",
-                table=args.delta_table,
-            )
-    except MirrorInputError as err:
-        return _fail(args, EXIT_BAD_INPUT, err.one_line(), mirrored, None)
-    except (OSError, ValueError) as err:
-        return _fail(args, EXIT_BAD_INPUT, f"table {args.delta_table}: {err}", mirrored, None)
-    target = latest if args.until_version is None else args.until_version
-    try:
-        up_to_date = _up_to_date(settings, delta, args.table, args.format_version, latest, target)
-    except MirrorInputError as err:
-        return _fail(args, EXIT_BAD_INPUT, err.one_line(), mirrored, None)
-    except Exception:  # pyiceberg could not answer: Iceberg Java, the sync's own reader, will
-        if settings.debug:
-            traceback.print_exc()
-        up_to_date = None
-    if up_to_date is not None:
-        return _report(args, up_to_date)
+        raise MirrorInputError(
+            "--follow mirrors every new version: it cannot be combined with --until-version"
+        )
+    check_catalog_reachable(settings.catalog)
+    return settings
+
+
+def _mirror(args: argparse.Namespace, settings: MirrorSettings) -> int:
+    """The versions not yet mirrored, through Spark: one progress line each (text), the report at the end."""
+    mirrored: list[int] = []  # versions committed by this run, for a failure report
+    spark_log: str | None = None
     try:
         # Imported here so that `--help` and argument errors answer without starting a JVM.
         from dv_assets.mirror.spark import get_or_create_spark
@@ -162,7 +148,7 @@ def run(args: argparse.Namespace) -> int:
             spark_log = child_stderr_to_log()
         spark = get_or_create_spark(settings)
 
-        def progress(result) -> None:
+        def progress(result: VersionResult) -> None:
             mirrored.append(result.delta_version)
             if not args.json:
                 print(version_line(result), flush=True)
@@ -191,20 +177,34 @@ def run(args: argparse.Namespace) -> int:
     return _report(args, result)
 
 
-def _up_to_date(
-    settings: MirrorSettings,
-    delta: DeltaTable,
-    table_name: str,
-    format_version: int | None,
-    latest: int,
-    target: int,
-) -> SyncResult | None:
-    """The run's result when the mirror already shows `target`, answered without a JVM
-    (`position_without_jvm`); None when Spark is needed."""
-    position = position_without_jvm(settings, delta, table_name, format_version, latest, target)
+def _up_to_date(args: argparse.Namespace, settings: MirrorSettings) -> SyncResult | None:
+    """The run's result when the mirror already shows the version asked for (the latest, or
+    --until-version), answered without a JVM (`position_without_jvm`); None when Spark is needed.
+    MirrorInputError for a Delta table that cannot be read or a version past its latest."""
+    try:
+        io = FileIO(settings.catalog.storage_properties())
+        delta = DeltaTable(table_root_of(args.delta_table), io=io)
+        latest = delta.latest_version()
+    except (OSError, ValueError) as err:
+        raise MirrorInputError(f"table {args.delta_table}: {err}") from None
+    if args.until_version is not None and args.until_version > latest:
+        # A version past the latest is a typo, not "up to date".
+        raise MirrorInputError(
+            f"--until-version {args.until_version} is past the latest Delta version {latest}",
+            table=args.delta_table,
+        )
+    target = latest if args.until_version is None else args.until_version
+    try:
+        position = position_without_jvm(settings, delta, args.table, args.format_version, latest, target)
+    except MirrorInputError:
+        raise
+    except Exception:  # pyiceberg could not answer: Iceberg Java, the sync's own reader, will
+        if settings.debug:
+            traceback.print_exc()
+        return None
     if position is None or position.start <= target:
         return None
-    return SyncResult(delta.table_root, table_name, position.format_version, position.last_mirrored, latest)
+    return SyncResult(delta.table_root, args.table, position.format_version, position.last_mirrored, latest)
 
 
 def _report(args: argparse.Namespace, result: SyncResult) -> int:
