@@ -30,7 +30,7 @@ NO_ESCAPES := 2>&1 | sed -e 's/\x1b\[[0-9;]*m//g'
 COPY_JARS = if [ "$(abspath $(JARS_DIR))" != "$(abspath $(MAVEN_JARS))" ]; then \
 	mkdir -p "$(JARS_DIR)/$(1)" && rm -f "$(JARS_DIR)/$(1)"/*.jar && cp $(MAVEN_JARS)/$(1)/*.jar "$(JARS_DIR)/$(1)/"; fi
 
-.PHONY: setup jars jars-s3 wheel coordinates lock lock-upgrade demo test test-cli test-unit test-long test-sweep test-faults test-integration bench \
+.PHONY: setup jars jars-s3 wheel coordinates lock lock-upgrade demo test test-system test-cli test-unit test-long test-sweep test-faults test-integration bench \
 	lint check-defs ci-checks ui ui-test clean
 
 setup: $(INSTALLED) $(JARS) $(PACKAGED_JAR)
@@ -92,7 +92,13 @@ demo: setup
 	$(BIN)/python -m dv_assets.demo
 
 test: setup lint
-	$(BIN)/pytest -m "not slow and not faults and not integration and not cli and not sweep"
+	$(BIN)/pytest -m "not slow and not faults and not integration and not cli and not sweep and not system"
+
+# The tests that start a system of their own (tests/test_ui_browser.py's headless Chromium over a webserver
+# and daemon, `make ui` under SIGTERM, a wheel in a fresh virtualenv, a standalone Spark cluster): minutes
+# each, so a target of their own, keeping `make test` under 12 minutes; .ci/run runs it after `make test`.
+test-system: setup
+	$(BIN)/pytest -m "system and not cli"
 
 # Each subcommand of `dvmirror` through the installed console script (tests/test_cli_*.py): exit codes, text
 # and --json, a follow mode under Delta commits and SIGTERM. Most start a JVM of their own, so they have a
@@ -161,7 +167,7 @@ UI_PORT ?= 3000
 ui: setup
 	DAGSTER_HOME=$(abspath $(UI_HOME)) exec $(BIN)/python -m dv_assets.demo.ui --host 127.0.0.1 --port $(UI_PORT)
 
-# The UI in headless Chromium (also part of `make test`); screenshot in .screenshots/.
+# The UI in headless Chromium (part of `make test-system`); screenshots in .screenshots/.
 ui-test: setup
 	$(BIN)/pytest tests/test_ui_browser.py
 
