@@ -118,9 +118,9 @@ def daemon_interval(folder: Path, seconds: float) -> tuple[float, float, int]:
         DVMIRROR_CATALOG_URI=f"sqlite:///{folder / 'iceberg' / 'catalog.db'}",
         DVMIRROR_WAREHOUSE=str(folder / "iceberg" / "warehouse"),
         PYTHONWARNINGS="ignore",
-        # The code location loads from where this process's packages come from.
-        PYTHONPATH=os.environ.get("PYTHONPATH", str(REPO_ROOT)),
     )
+    # The code location loads from where this process's packages come from.
+    env["PYTHONPATH"] = os.environ.get("PYTHONPATH", env["PYTHONPATH"])
     log = (folder / "daemon.log").open("w")
     daemon = subprocess.Popen(
         [str(Path(sys.executable).parent / "dagster-daemon"), "run", "-w", str(REPO_ROOT / "workspace.yaml")],
@@ -141,7 +141,7 @@ def daemon_interval(folder: Path, seconds: float) -> tuple[float, float, int]:
             daemon.wait()
         log.close()
     gaps: list[float] = []
-    count = 0
+    count = sensors = 0
     with dg.DagsterInstance.from_config(str(home)) as instance:
         # The code location's version sensor (or, on a code location with a pair per table, every
         # table's: their gaps pooled).
@@ -151,6 +151,9 @@ def daemon_interval(folder: Path, seconds: float) -> tuple[float, float, int]:
                 times = sorted(t.timestamp for t in ticks)
                 gaps += [b - a for a, b in itertools.pairwise(times)]
                 count += len(times)
+                sensors += 1
+    if sensors > 1:  # a pair per table: how far the daemon got (a first pass may not even end)
+        print(f"  {sensors} version sensors ticked {count} times in {seconds:.0f} s", flush=True)
     if not gaps:
         raise RuntimeError(
             f"fewer than two ticks of delta_version_sensor in {seconds} s: see {folder}/daemon.log"
