@@ -24,8 +24,11 @@ the path pays it). Then the CLI fleet figures of issue 29 (benchmarks/fleet.py, 
 10 minutes on a loaded 2-core machine): `dvmirror sync --tables` of 20 and 100 copies of a small fixture
 table, per table (100 vs 20: target 1.2x) and against a table's own `dvmirror sync` process; a follower
 over the 100 with one new commit on each (scaled to 300 tables: target 60 s) and its process tree's peak
-RSS (target 3 GiB). Then issue 28's (benchmarks/install.py, `--only install`): Spark start-up of an
-installed package without a jars folder (the packaged helper, Maven coordinates through Ivy) over a jars
+RSS (target 3 GiB); and the Dagster fleet figures (benchmarks/fleet_dagster.py; 20, 100 and 300 tables
+mirrored first, about 30 minutes): the definitions build and one sensor cycle per table (300 vs 20:
+target 1.2x), and `delta_version_sensor`'s real interval under a `dagster-daemon` over 300 tables for
+5 minutes (target 1.2x its nominal 30 s). Then issue 28's (benchmarks/install.py, `--only install`):
+Spark start-up of an installed package without a jars folder (the packaged helper, Maven coordinates through Ivy) over a jars
 folder's, on its second run (target <= 1 s), with Ivy resolving on a warm cache, and on the first run.
 """
 
@@ -50,6 +53,7 @@ from pyspark.sql import SparkSession
 from benchmarks.driver_memory import peaks, reset_peaks
 from benchmarks.figures import Figure, Unmeasured
 from benchmarks.fleet import fleet_figures
+from benchmarks.fleet_dagster import dagster_fleet_figures
 from benchmarks.freshness import freshness_figures
 from benchmarks.iceberg_side_by_side import iceberg_side_by_side_figures
 from benchmarks.install import install_figures
@@ -458,6 +462,7 @@ def main() -> None:
             figures += iceberg_side_by_side_figures(spark, tmp, args.repeats)
         if args.only in (None, "fleet"):
             figures += fleet_figures(tmp)
+            figures += dagster_fleet_figures(tmp, mirrored=True, daemon_seconds=300)
         if args.only is None:
             figures += install_figures(tmp)
         if (args.only is None and args.million) or args.only == "million":

@@ -28,7 +28,7 @@ import dagster as dg
 import dv_assets.defs
 from dv_assets.components.delta_mirror import DeltaMirrorComponent, check_mirrors, load_mirrors_file
 from dv_assets.dagster_warnings import silence_dagster_maturity_warnings
-from dv_assets.defs.factory import build_definitions
+from dv_assets.defs.factory import build_definitions, shared_sensors
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror import CatalogConfig, MirrorSettings
 
@@ -49,7 +49,8 @@ def project_definitions(
     settings: MirrorSettings, defs_module: ModuleType = dv_assets.defs, project_root: Path = PROJECT_ROOT
 ) -> dg.Definitions:
     """The dg defs folder's definitions, the mirror components checked together first (names, Iceberg
-    tables, one catalog), so a conflict is refused by name rather than by a merge error."""
+    tables, one catalog), so a conflict is refused by name rather than by a merge error; then the code
+    location's two sensors over all its mirror components' tables (factory.py)."""
     tree = dg.ComponentTree.from_module(defs_module=defs_module, project_root=project_root)
     mirrors = tree.get_all_components(of_type=DeltaMirrorComponent)
     defs_folder = Path(str(defs_module.__file__)).parent
@@ -60,7 +61,11 @@ def project_definitions(
     )
     for mirror in mirrors:
         mirror.use_settings(settings)
-    return tree.build_defs()
+    built = tree.build_defs()
+    # The code location's two sensors over all its tables, targeting the jobs as the tree holds them.
+    jobs = {job.name: job for job in built.jobs or []}
+    sensors = shared_sensors([m.table for m in mirrors], settings.catalog, jobs)
+    return dg.Definitions.merge(built, dg.Definitions(sensors=sensors)) if sensors else built
 
 
 def file_definitions(settings: MirrorSettings, path: Path) -> dg.Definitions:

@@ -46,10 +46,11 @@ def spark(catalog: CatalogConfig) -> Iterator:
 
 @pytest.fixture
 def copy_fixture(tmp_path: Path):
-    """Copy a read-only fixture table to a writable temporary directory and return its path."""
+    """Copy a read-only fixture table to a writable temporary directory (under `dest_name`, default its
+    own name) and return its path."""
 
-    def _copy(name: str) -> Path:
-        dest = tmp_path / name
+    def _copy(name: str, dest_name: str | None = None) -> Path:
+        dest = tmp_path / (dest_name or name)
         shutil.copytree(DELTA_FIXTURES / name, dest)
         for p in dest.rglob("*"):
             p.chmod(0o755 if p.is_dir() else 0o644)

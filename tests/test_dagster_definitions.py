@@ -16,7 +16,7 @@ import yaml
 from dv_assets.components.delta_mirror import MirrorConfigError, load_mirrors_file
 from dv_assets.definitions import load_definitions, project_definitions
 from dv_assets.defs.factory import sources_of, spark_resource_of
-from dv_assets.defs.sources import DeltaSource
+from dv_assets.defs.sources import DeltaSource, spread_cleanup_cron
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from tests.helpers.dagster import settings_of, tables_file
 from tests.helpers.processes import dvmirror_env, run
@@ -57,14 +57,7 @@ def test_definitions_validate_through_workspace_yaml(tmp_path) -> None:
     assert jobs == str(
         ["checks_alpha", "checks_beta", "cleanup_alpha", "cleanup_beta", "mirror_alpha", "mirror_beta"]
     )
-    assert sensors == str(
-        [
-            "compacted_deletes_sensor_alpha",
-            "compacted_deletes_sensor_beta",
-            "delta_version_sensor_alpha",
-            "delta_version_sensor_beta",
-        ]
-    )
+    assert sensors == str(["compacted_deletes_sensor", "delta_version_sensor"])  # one pair, all tables
     assert schedules == str(["cleanup_schedule_alpha", "cleanup_schedule_beta"])
     assert assets == str(["delta/alpha", "delta/beta", "iceberg/alpha", "iceberg/beta"])
 
@@ -212,17 +205,25 @@ def test_the_component_yaml_sets_freshness_running_status_and_the_cleanup_schedu
     sensors = {s.name: s.default_status for s in repository.sensor_defs}
     schedules = {s.name: s for s in repository.schedule_defs}
     running, stopped = dg.DefaultSensorStatus.RUNNING, dg.DefaultSensorStatus.STOPPED
+    # The tables that start running share the code location's pair; the one that starts stopped has its
+    # own pair, stopped, and is in no other sensor.
+    assert sensors == {
+        "delta_version_sensor": running,
+        "compacted_deletes_sensor": running,
+        "delta_version_sensor_tuned": stopped,
+        "compacted_deletes_sensor_tuned": stopped,
+    }
     for name in ("plain", "deadline", "unwatched"):
-        assert (
-            sensors[f"delta_version_sensor_{name}"] == sensors[f"compacted_deletes_sensor_{name}"] == running
-        )
         assert schedules[f"cleanup_schedule_{name}"].default_status == dg.DefaultScheduleStatus.RUNNING
-    assert sensors["delta_version_sensor_tuned"] == sensors["compacted_deletes_sensor_tuned"] == stopped
     assert schedules["cleanup_schedule_tuned"].default_status == dg.DefaultScheduleStatus.STOPPED
+    shared = repository.get_sensor_def("delta_version_sensor")
+    assert {t.job_def.name for t in shared.targets} == {
+        f"{kind}_{name}" for kind in ("mirror", "checks") for name in ("plain", "deadline", "unwatched")
+    }
 
     plain, tuned = schedules["cleanup_schedule_plain"], schedules["cleanup_schedule_tuned"]
     assert (plain.cron_schedule, plain.execution_timezone, plain.job_name) == (
-        "0 3 * * *",
+        spread_cleanup_cron("plain"),  # no cleanup_cron: its minute of 01:00-05:00 UTC
         "UTC",
         "cleanup_plain",
     )
@@ -274,12 +275,16 @@ def test_components_of_a_defs_folder_share_one_catalog(tmp_path, monkeypatch) ->
     defs = project_definitions(MirrorSettings.resolve(), mirror_project_defs, tmp_path)
     assert [s.name for s in sources_of(defs)] == ["first", "second"]
     assert spark_resource_of(defs).settings.catalog.sqlite_path == tmp_path / "c.db"
-    assert sorted(s.name for s in defs.get_repository_def().sensor_defs) == [
-        "compacted_deletes_sensor_first",
-        "compacted_deletes_sensor_second",
-        "delta_version_sensor_first",
-        "delta_version_sensor_second",
+    # One pair over both components' tables, targeting the jobs the components built.
+    repository = defs.get_repository_def()
+    assert sorted(s.name for s in repository.sensor_defs) == [
+        "compacted_deletes_sensor",
+        "delta_version_sensor",
     ]
+    assert {t.job_def.name for t in repository.get_sensor_def("compacted_deletes_sensor").targets} == {
+        "cleanup_first",
+        "cleanup_second",
+    }
 
     tables_file(
         package / "second" / "defs.yaml",
@@ -344,7 +349,7 @@ def test_the_delta_log_readers_and_spark_share_the_code_locations_one_catalog(tm
 
     monkeypatch.setattr(DeltaSource, "delta_table", delta_table)
     instance = dg.DagsterInstance.ephemeral()
-    sensor = defs.resolve_sensor_def("delta_version_sensor_lake")
+    sensor = defs.resolve_sensor_def("delta_version_sensor")
     sensor(dg.build_sensor_context(instance=instance, definitions=defs))
     assert read_with == [spark.catalog.storage_properties()]
     assert read_with[0] == {"s3.endpoint": "http://minio:9000", "s3.path-style-access": "true"}

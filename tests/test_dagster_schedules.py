@@ -1,14 +1,18 @@
 """`cleanup_schedule_<name>`: an append-only table (nothing compacted, so the compaction sensor never asks)
-still has its snapshots expired to its retention, and only the mirror's own files go."""
+still has its snapshots expired to its retention, and only the mirror's own files go; a fleet's cleanups
+are spread over the night, not fired together."""
 
 from __future__ import annotations
 
 import os
-from datetime import UTC, datetime
+from collections import Counter
+from datetime import UTC, datetime, timedelta
 
 import dagster as dg
 import pytest
+from dagster._utils.schedules import schedule_execution_time_iterator  # the scheduler's; not dg.*
 
+from dv_assets.defs.sources import CLEANUP_WINDOW_HOURS, DeltaSource, spread_cleanup_cron
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
@@ -77,3 +81,45 @@ def test_cleanup_schedule_expires_an_append_only_mirror_to_its_retention(spark, 
     assert hash_tree(table.root) == delta_before  # not one Delta byte touched
     assert os.path.exists(not_ours)
     assert spark.sql(f"SELECT count(*) FROM {source.spark_table}").first()[0] == 5 * 5
+
+
+def test_a_fleets_cleanup_schedules_are_spread_over_the_night(catalog) -> None:
+    """300 tables without a cleanup_cron: each schedule fires daily at a minute of 01:00-05:00 UTC derived
+    from the table's name (the same in every process), spread over the window, not all at 03:00; a
+    table's own cleanup_cron wins."""
+    sources = [
+        DeltaSource(name=f"t{i:03d}", delta_path=f"/data/t{i:03d}", iceberg_table=f"fleet.t{i:03d}")
+        for i in range(300)
+    ]
+    sources.append(
+        DeltaSource(
+            name="own", delta_path="/data/own", iceberg_table="fleet.own", cleanup_cron="30 */6 * * *"
+        )
+    )
+    repository = definitions(sources, catalog).get_repository_def()
+    schedules = {s.name: s for s in repository.schedule_defs}
+    assert len(schedules) == 301
+    assert schedules["cleanup_schedule_own"].cron_schedule == "30 */6 * * *"
+
+    first, end = CLEANUP_WINDOW_HOURS
+    day = datetime(2026, 5, 1, tzinfo=UTC)
+    fires: list[datetime] = []
+    for source in sources[:-1]:
+        schedule = schedules[source.cleanup_schedule_name]
+        assert schedule.cron_schedule == spread_cleanup_cron(source.name)  # stable: from the name
+        assert schedule.execution_timezone == "UTC"
+        # The schedule's next tick after midnight, as the scheduler computes it: once a day, in the window.
+        ticks = schedule_execution_time_iterator(
+            day.timestamp(), schedule.cron_schedule, schedule.execution_timezone
+        )
+        fire, following = next(ticks), next(ticks)
+        assert following - fire == timedelta(days=1)
+        assert day + timedelta(hours=first) <= fire < day + timedelta(hours=end)
+        fires.append(fire)
+    per_minute = Counter(fires)
+    # 300 tables over 240 minutes: most minutes used, none crowded (a uniform spread puts at most a
+    # handful in one minute; one shared cron put all 300 in one).
+    assert len(per_minute) >= 150
+    assert max(per_minute.values()) <= 6
+    per_hour = Counter(f.hour for f in fires)
+    assert set(per_hour) == set(range(first, end)) and min(per_hour.values()) >= 40

@@ -4,7 +4,9 @@ has its lag recorded on every tick; compacted DVs request the cleanup."""
 from __future__ import annotations
 
 import json
+import shutil
 import time
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -14,6 +16,7 @@ from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import definitions, evaluate_sensor, make_source, record_tick
 from tests.helpers.delta_log import set_commit_time
+from tests.helpers.paths import DELTA_FIXTURES
 from tests.helpers.processes import free_port
 
 RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
@@ -57,7 +60,10 @@ def test_delta_version_sensor_skips_a_missing_table(tmp_path, catalog) -> None:
     source = make_source(tmp_path / "nothing-here")
     with dg.instance_for_test() as instance:
         result = evaluate_sensor(definitions([source], catalog), source.version_sensor_name, instance, None)
-    assert result.run_requests == [] and json.loads(result.cursor) == {}
+    assert result.run_requests == []
+    (key,) = json.loads(result.cursor)  # no version: only why it was skipped
+    assert key == f"{source.name}:error"
+    assert result.skip_reason is not None and source.name in result.skip_reason.skip_message
 
 
 @pytest.mark.spark
@@ -90,20 +96,122 @@ def test_one_unreadable_source_does_not_stop_the_others_cleanup(spark, catalog, 
     good = make_source(copy_fixture("dv-partitioned-with-checkpoint"))
     broken_table = copy_fixture("table-with-dv-small")
     broken = make_source(broken_table)
-    sync_table(spark, good.delta_path, good.iceberg_table)
+    sync_table(spark, good.delta_path, good.iceberg_table, until_version=5)
     sync_table(spark, broken_table, broken.iceberg_table)
-    for commit in (broken_table / "_delta_log").iterdir():
-        commit.write_text("not json\n")
     defs = definitions([broken, good], catalog)
+    assert broken.compacted_sensor_name == good.compacted_sensor_name == "compacted_deletes_sensor"
     with dg.instance_for_test() as instance:
-        # Each table has its own sensor: the broken table's skips (no error, no request) ...
-        skipped = evaluate_sensor(defs, broken.compacted_sensor_name, instance, None)
-        assert skipped.run_requests == []
-        # ... and the good table's cleanup is requested as before.
-        result = evaluate_sensor(defs, good.compacted_sensor_name, instance, None)
+        first = evaluate_sensor(defs, good.compacted_sensor_name, instance, None)
+        assert first.run_requests == []  # first sight of each mirror: its current version
+        assert json.loads(first.cursor) == {broken.name: 1, good.name: 5}
+
+        sync_table(spark, good.delta_path, good.iceberg_table)  # v6-v13 drop DVs
+        shutil.rmtree(broken_table / "_delta_log")
+        (broken_table / "_delta_log").write_text("not a folder\n")  # cannot be listed
+        result = evaluate_sensor(defs, good.compacted_sensor_name, instance, first.cursor)
+    # The broken table is reported in its own cursor entry and keeps its version; the good table's
+    # cleanup is requested as before.
     (request,) = result.run_requests
     assert request.job_name == good.cleanup_job_name
     assert request.run_config["ops"][good.cleanup_op_name]["config"]["sources"] == [good.name]
+    cursor = json.loads(result.cursor)
+    assert (cursor[good.name], cursor[broken.name]) == (15, 1)
+    assert "cannot list the Delta log" in cursor[f"{broken.name}:error"]
+
+
+def test_a_broken_delta_log_does_not_stop_the_other_tables_runs(copy_fixture, catalog) -> None:
+    """One sensor evaluates every table: a table whose log cannot be read is caught, named in the
+    cursor (and in the skip message when nothing else is requested), and the others' runs go out."""
+    sources = [make_source(copy_fixture("table-with-dv-small", f"table-with-dv-small-{i}")) for i in range(3)]
+    broken = sources[1]
+    for commit in (Path(broken.delta_path) / "_delta_log").glob("*.json"):
+        commit.write_text("not json\n")
+    (Path(broken.delta_path) / "_delta_log" / f"{0:020d}.json").unlink()  # a gap: refused by the replay
+    defs = definitions(sources, catalog)
+    with dg.instance_for_test() as instance:
+        tick = evaluate_sensor(defs, "delta_version_sensor", instance, None)
+        assert sorted(r.run_key for r in tick.run_requests) == sorted(
+            f"{s.name}:v0-1" for s in sources if s is not broken
+        )
+        cursor = json.loads(tick.cursor)
+        assert f"{broken.name}:error" in cursor and broken.name not in cursor
+        assert all(f"{s.name}:error" not in cursor for s in sources if s is not broken)
+
+        # Nothing else to request: the tick is a skip that names the broken table.
+        again = evaluate_sensor(defs, "delta_version_sensor", instance, tick.cursor)
+        assert again.run_requests == []
+        assert again.skip_reason is not None and broken.name in again.skip_reason.skip_message
+
+        # Repaired: its entry goes and its run is requested.
+        shutil.rmtree(broken.delta_path)
+        shutil.copytree(DELTA_FIXTURES / "table-with-dv-small", broken.delta_path)
+        repaired = evaluate_sensor(defs, "delta_version_sensor", instance, again.cursor)
+        assert [r.run_key for r in repaired.run_requests] == [f"{broken.name}:v0-1"]
+        assert f"{broken.name}:error" not in json.loads(repaired.cursor)
+
+
+def test_a_table_that_starts_stopped_has_its_own_sensor_and_is_not_in_the_shared_one(
+    copy_fixture, catalog
+) -> None:
+    running = make_source(copy_fixture("table-with-dv-small"))
+    paused = make_source(copy_fixture("basic-dv-no-checkpoint")).model_copy(update={"start_running": False})
+    defs = definitions([running, paused], catalog)
+    repository = defs.get_repository_def()
+    assert paused.version_sensor_name == f"delta_version_sensor_{paused.name}"
+    statuses = {s.name: s.default_status for s in repository.sensor_defs}
+    assert statuses[paused.version_sensor_name] == dg.DefaultSensorStatus.STOPPED
+    assert statuses["delta_version_sensor"] == dg.DefaultSensorStatus.RUNNING
+    with dg.instance_for_test() as instance:
+        shared = evaluate_sensor(defs, "delta_version_sensor", instance, None)
+        assert [r.tags["dvmirror/table"] for r in shared.run_requests] == [running.name]
+        own = evaluate_sensor(defs, paused.version_sensor_name, instance, None)
+        assert [r.tags["dvmirror/table"] for r in own.run_requests] == [paused.name]
+
+
+@pytest.mark.spark
+def test_a_first_deploy_requests_one_run_per_table_behind_and_no_cleanup_flood(
+    spark, catalog, copy_fixture
+) -> None:
+    """A fresh instance over eight tables, three already mirrored by the engine (two of them through
+    versions that dropped DVs): the first ticks request one mirror run per table not mirrored, none for
+    the mirrored ones, and no cleanup; a settled table is left alone until its log grows."""
+    compacting = [
+        make_source(copy_fixture("dv-partitioned-with-checkpoint", f"dv-partitioned-with-checkpoint-{i}"))
+        for i in range(2)
+    ]
+    small = [make_source(copy_fixture("table-with-dv-small", f"table-with-dv-small-{i}")) for i in range(6)]
+    mirrored = [*compacting, small[0]]
+    for source in mirrored:
+        sync_table(spark, source.delta_path, source.iceberg_table)
+    sources = [*compacting, *small]
+    defs = definitions(sources, catalog)
+    with dg.instance_for_test() as instance:
+        tick = evaluate_sensor(defs, "delta_version_sensor", instance, None)
+        # One run per table behind, for all its versions; every table's versions become its partitions.
+        assert sorted(r.run_key for r in tick.run_requests) == sorted(f"{s.name}:v0-1" for s in small[1:])
+        added = {r.partitions_def_name: list(r.partition_keys) for r in tick.dynamic_partitions_requests}
+        assert added == {
+            **{s.partitions_name: [str(v) for v in range(16)] for s in compacting},
+            **{s.partitions_name: ["0", "1"] for s in small},
+        }
+        record_tick(instance, tick)
+        cleanup = evaluate_sensor(defs, "compacted_deletes_sensor", instance, None)
+        assert cleanup.run_requests == []  # the compactions at v6-v13 were mirrored before it looked
+        assert json.loads(cleanup.cursor) == {**{s.name: 15 for s in compacting}, small[0].name: 1}
+
+        # The mirrored tables are settled: the next tick lists their logs only and requests nothing.
+        cursor = json.loads(tick.cursor)
+        assert {s.name for s in sources if f"{s.name}:settled" in cursor} == {s.name for s in mirrored}
+        quiet = evaluate_sensor(defs, "delta_version_sensor", instance, tick.cursor)
+        assert quiet.run_requests == [] and quiet.dynamic_partitions_requests == []
+
+        # A new commit on a settled table is found on the next tick.
+        (Path(small[0].delta_path) / "_delta_log" / f"{2:020d}.json").write_text(
+            json.dumps({"commitInfo": {"timestamp": 1, "operation": "WRITE"}}) + "\n"
+        )
+        later = evaluate_sensor(defs, "delta_version_sensor", instance, quiet.cursor)
+        assert [r.run_key for r in later.run_requests] == [f"{small[0].name}:v2"]
+        assert f"{small[0].name}:settled" not in json.loads(later.cursor)
 
 
 def lag_observations(instance: dg.DagsterInstance, source: DeltaSource) -> list[dict]:

@@ -9,10 +9,12 @@ attributes:
   iceberg_table: analytics.events   # NAMESPACE.NAME in the Iceberg catalog (`dvmirror` in Spark)
   format_version: 3                 # 3: Puffin deletion vectors; 2: Parquet position deletes
   retention: {retain_last: 10, max_snapshot_age_hours: 168, orphan_min_age_hours: 24}
-  cleanup_cron: "0 3 * * *"         # cleanup_<name> on this cron (UTC), compacted or not
+  cleanup_cron: "0 3 * * *"         # cleanup_<name> on this cron (UTC), compacted or not; omitted: daily
+                                    #   at a minute of 01:00-05:00 UTC derived from the name
   freshness: {fail_window_hours: 24, warn_window_hours: 12}   # or {deadline_cron, lower_bound_hours,
                                     #   timezone}; null: no freshness policy
-  start_running: true               # the sensors and the cleanup schedule start running (false: stopped)
+  start_running: true               # followed by the code location's sensors, the cleanup schedule
+                                    #   running (false: a stopped sensor pair of its own, schedule stopped)
   allowed_roots: []                 # folders outside delta_path the log may name (shallow clones)
   catalog:                          # Iceberg catalog properties (Iceberg Java's names); omit: the
     type: rest                      #   environment's (DVMIRROR_CONFIG, DVMIRROR_CATALOG_URI /
@@ -23,10 +25,12 @@ type: dv_assets.components.DeltaMirrorComponent
 attributes: ...                     # the next table
 ```
 
-Each table yields the factory's definitions for it (`dv_assets.defs.factory.build_source_definitions`):
+Each table yields the factory's definitions for it (`dv_assets.defs.factory.build_table`):
 assets `delta/<name>` and `iceberg/<name>`, their checks, jobs `mirror_<name>`, `checks_<name>`,
-`cleanup_<name>`, sensors `delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`, schedule
-`cleanup_schedule_<name>`; `iceberg/<name>` carries the freshness policy. A process
+`cleanup_<name>`, schedule `cleanup_schedule_<name>`; `iceberg/<name>` carries the freshness policy. The
+code location adds its two sensors over all tables that start running (`delta_version_sensor`,
+`compacted_deletes_sensor`: `dv_assets.definitions.project_definitions`); a table with
+`start_running: false` has its own stopped pair (`delta_version_sensor_<name>`, ...). A process
 holds one Spark session, so all tables of a code location share one catalog (`check_mirrors` refuses a
 conflict by name).
 
@@ -44,8 +48,8 @@ import dagster as dg
 import yaml
 from pydantic import Field, PrivateAttr
 
-from dv_assets.defs.factory import build_source_definitions
-from dv_assets.defs.sources import DEFAULT_CLEANUP_CRON, DEFAULT_FAIL_WINDOW_HOURS, DeltaSource, Freshness
+from dv_assets.defs.factory import TableDefinitions, build_table, tables_definitions
+from dv_assets.defs.sources import DEFAULT_FAIL_WINDOW_HOURS, DeltaSource, Freshness
 from dv_assets.mirror import CatalogConfig, MirrorSettings, Retention
 
 COMPONENT_TYPE = "dv_assets.components.DeltaMirrorComponent"
@@ -108,9 +112,10 @@ class DeltaMirrorComponent(dg.Component, dg.Model, dg.Resolvable):
     retention: RetentionAttributes = Field(
         default_factory=RetentionAttributes, description="snapshot expiry of the cleanup job"
     )
-    cleanup_cron: str = Field(
-        default=DEFAULT_CLEANUP_CRON,
-        description="when cleanup_<name> runs (cron, UTC), whether or not anything was compacted",
+    cleanup_cron: str | None = Field(
+        default=None,
+        description="when cleanup_<name> runs (cron, UTC), whether or not anything was compacted; omitted: "
+        "daily at a minute within 01:00-05:00 UTC derived from the name (tables' cleanups spread out)",
     )
     freshness: FreshnessAttributes | None = Field(
         default_factory=FreshnessAttributes,
@@ -119,8 +124,10 @@ class DeltaMirrorComponent(dg.Component, dg.Model, dg.Resolvable):
     )
     start_running: bool = Field(
         default=True,
-        description="the table's sensors and cleanup schedule start running (false: stopped until switched "
-        "on in the UI; the instance remembers a switch)",
+        description="the code location's sensors (delta_version_sensor, compacted_deletes_sensor) follow "
+        "the table and its cleanup schedule starts running; false: the table has a sensor pair of its own "
+        "(delta_version_sensor_<name>, compacted_deletes_sensor_<name>), which and whose schedule start "
+        "stopped until switched on in the UI (the instance remembers a switch)",
     )
     allowed_roots: list[str] = Field(
         default_factory=list, description="folders outside delta_path its log may name (shallow clones)"
@@ -134,6 +141,8 @@ class DeltaMirrorComponent(dg.Component, dg.Model, dg.Resolvable):
     # The code location's settings, resolved once and handed to every component before its definitions
     # are built (`dv_assets.definitions.project_definitions`).
     _settings: MirrorSettings | None = PrivateAttr(default=None)
+    # The table's definitions once built: the code location's shared sensors target its jobs.
+    _table: TableDefinitions | None = PrivateAttr(default=None)
 
     def source(self, base: Path) -> DeltaSource:
         """The table as the factory takes it, relative locations resolved against `base` (the YAML's
@@ -171,7 +180,15 @@ class DeltaMirrorComponent(dg.Component, dg.Model, dg.Resolvable):
                 f"{self.name}: a DeltaMirrorComponent is built by the code location dv_assets.definitions "
                 "(`project_definitions`), which resolves the settings of all its tables once"
             )
-        return build_source_definitions(self.source(context.path), self._settings)
+        self._table = build_table(self.source(context.path), self._settings)
+        return tables_definitions([self._table], self._settings, with_shared_sensors=False)
+
+    @property
+    def table(self) -> TableDefinitions:
+        """The table's definitions, as `build_defs` built them."""
+        if self._table is None:
+            raise MirrorConfigError(f"{self.name}: the component's definitions are not built yet")
+        return self._table
 
 
 class MirrorConfigError(ValueError):

@@ -1,11 +1,14 @@
 """The code location's factory: for each configured Delta source its partitions, assets (the mirror with
-the source's freshness policy), checks, jobs, sensors and cleanup schedule; and the whole
-`dg.Definitions` for a list of sources and the code location's settings.
+the source's freshness policy), checks, jobs and cleanup schedule (`build_table`); the code location's
+two sensors over all its tables that start running (`shared_sensors`; a table that starts stopped has a
+pair of its own, sensors.py); and the whole `dg.Definitions` for a list of sources and the code
+location's settings, built as one `dg.Definitions` from lists (`build_definitions`, O(N)).
 
-Every definition is per source (names carry the source's name), so the definitions of several sources,
-or of several `DeltaMirrorComponent`s, merge without clashes. The one shared definition is the `spark`
-resource: a process holds one Spark session, so all sources of a code location share one catalog and
-one resource object (`spark_resource`).
+Every per-table definition's name carries the source's name, so the definitions of several
+`DeltaMirrorComponent`s merge without clashes; the shared sensors are added once by the code location
+(`dv_assets.definitions.project_definitions`). The one shared resource is `spark`: a process holds one
+Spark session, so all sources of a code location share one catalog and one resource object
+(`spark_resource`).
 
 The definitions take the code location's `MirrorSettings` (resolved once, `dv_assets.definitions`): the
 `spark` resource holds them, and the sensors and the Delta-log readers use the same catalog (its storage
@@ -14,6 +17,7 @@ settings).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
@@ -87,35 +91,107 @@ def spark_resource(settings: MirrorSettings) -> IcebergSparkResource:
     return IcebergSparkResource.for_settings(settings)
 
 
-def build_source_definitions(source: DeltaSource, settings: MirrorSettings) -> dg.Definitions:
-    """Everything of one source: both assets, the checks, `mirror_<name>`, `checks_<name>`,
-    `cleanup_<name>`, `delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`,
-    `cleanup_schedule_<name>`."""
-    catalog = settings.catalog
-    built = build_source(source, catalog)
+@dataclass(frozen=True)
+class TableDefinitions:
+    """Everything of one table but the code location's shared sensors: both assets, the checks,
+    `mirror_<name>`, `checks_<name>`, `cleanup_<name>`, `cleanup_schedule_<name>`."""
+
+    built: SourceDefinitions
+    cleanup_job: dg.JobDefinition
+    schedule: dg.ScheduleDefinition
+
+    @property
+    def source(self) -> DeltaSource:
+        return self.built.source
+
+    @property
+    def jobs(self) -> list[dg.JobDefinition | UnresolvedAssetJobDefinition]:
+        return [self.built.mirror_job, self.built.checks_job, self.cleanup_job]
+
+
+def build_table(source: DeltaSource, settings: MirrorSettings) -> TableDefinitions:
+    built = build_source(source, settings.catalog)
     source = built.source
     cleanup_job = build_cleanup_job([source], source.cleanup_job_name, source.cleanup_op_name)
+    return TableDefinitions(built, cleanup_job, build_cleanup_schedule(source, cleanup_job))
+
+
+Job = dg.JobDefinition | UnresolvedAssetJobDefinition
+
+
+def sensor_pair(
+    tables: list[TableDefinitions], catalog: CatalogConfig, jobs: Mapping[str, Job]
+) -> list[dg.SensorDefinition]:
+    """The version sensor and the compacted-deletes sensor over `tables` (named as their first table's
+    `version_sensor_name`, `compacted_sensor_name` say: all of them share these names), targeting the
+    tables' jobs as the code location's definitions hold them (`jobs`, by name: a sensor must target
+    the very job objects of the definitions, which a component tree may have copied)."""
+    sources = [t.source for t in tables]
+    first = sources[0]
+    return [
+        build_delta_version_sensor(
+            sources,
+            {t.source.name: t.built.partitions_def for t in tables},
+            [jobs[name] for s in sources for name in (s.mirror_job_name, s.checks_job_name)],
+            catalog,
+            first.version_sensor_name,
+        ),
+        build_compacted_deletes_sensor(
+            sources, catalog, [jobs[s.cleanup_job_name] for s in sources], first.compacted_sensor_name
+        ),
+    ]
+
+
+def shared_sensors(
+    tables: list[TableDefinitions], catalog: CatalogConfig, jobs: Mapping[str, Job] | None = None
+) -> list[dg.SensorDefinition]:
+    """The code location's pair (`delta_version_sensor`, `compacted_deletes_sensor`) over its tables that
+    start running; none without such tables. `jobs`: the definitions' jobs by name (default: the
+    tables' own)."""
+    running = [t for t in tables if t.source.start_running]
+    if not running:
+        return []
+    return sensor_pair(running, catalog, jobs if jobs is not None else jobs_by_name(running))
+
+
+def jobs_by_name(tables: list[TableDefinitions]) -> dict[str, Job]:
+    return {j.name: j for t in tables for j in t.jobs}
+
+
+def own_sensors(table: TableDefinitions, catalog: CatalogConfig) -> list[dg.SensorDefinition]:
+    """A table that starts stopped has its own pair (stopped until switched on in the UI)."""
+    return [] if table.source.start_running else sensor_pair([table], catalog, jobs_by_name([table]))
+
+
+def tables_definitions(
+    tables: list[TableDefinitions], settings: MirrorSettings, *, with_shared_sensors: bool = True
+) -> dg.Definitions:
+    """One `dg.Definitions` of the tables, built from lists (no merge of per-table definitions): their
+    assets, checks, jobs, schedules, the own sensors of those that start stopped and (unless the caller
+    adds them itself, `dv_assets.definitions.project_definitions`) the shared pair over the others."""
+    catalog = settings.catalog
+    sensors = [s for t in tables for s in own_sensors(t, catalog)]
+    if with_shared_sensors:
+        sensors += shared_sensors(tables, catalog)
     return dg.Definitions(
-        assets=built.assets,
-        asset_checks=[*built.checks, *built.lag_checks],
-        jobs=[built.mirror_job, built.checks_job, cleanup_job],
-        sensors=[
-            build_delta_version_sensor(
-                [source],
-                {source.name: built.partitions_def},
-                [built.mirror_job, built.checks_job],
-                catalog,
-                source.version_sensor_name,
-            ),
-            build_compacted_deletes_sensor([source], catalog, cleanup_job, source.compacted_sensor_name),
-        ],
-        schedules=[build_cleanup_schedule(source, cleanup_job)],
+        assets=[a for t in tables for a in t.built.assets],
+        asset_checks=[c for t in tables for c in (*t.built.checks, *t.built.lag_checks)],
+        jobs=[j for t in tables for j in t.jobs],
+        sensors=sensors,
+        schedules=[t.schedule for t in tables],
         resources={"spark": spark_resource(settings)},
         # How tools over the built definitions (the demo, `dv_assets.ci_checks`) find the tables.
         metadata={
-            SOURCE_METADATA_PREFIX + source.name: dg.MetadataValue.json(source.model_dump(mode="json"))
+            SOURCE_METADATA_PREFIX + t.source.name: dg.MetadataValue.json(t.source.model_dump(mode="json"))
+            for t in tables
         },
     )
+
+
+def build_source_definitions(source: DeltaSource, settings: MirrorSettings) -> dg.Definitions:
+    """One table's definitions with the sensors that follow it (the shared pair over it alone, or its
+    own pair); a code location of several tables is `build_definitions`."""
+    return tables_definitions([build_table(source, settings)], settings)
 
 
 def sources_of(defs: dg.Definitions) -> list[DeltaSource]:
@@ -136,8 +212,5 @@ def spark_resource_of(defs: dg.Definitions) -> IcebergSparkResource:
 
 
 def build_definitions(sources: list[DeltaSource], settings: MirrorSettings) -> dg.Definitions:
-    return (
-        dg.Definitions.merge(*(build_source_definitions(s, settings) for s in sources))
-        if sources
-        else (dg.Definitions(resources={"spark": spark_resource(settings)}))
-    )
+    """The code location's definitions of `sources`: O(N) (one `dg.Definitions` from lists)."""
+    return tables_definitions([build_table(s, settings) for s in sources], settings)

@@ -1,10 +1,15 @@
 """Sensors: new Delta commits become partitions and mirror runs; the lag is recorded while the mirror is
 behind; compacted DVs trigger the cleanup.
 
-Each table has its own pair (`delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`, built by
-the factory per source): a table's sensors are switched on and off, and fail, on their own. They start
-running unless the table's component says `start_running: false` (Dagster's default status; the instance
-remembers a switch in the UI).
+A code location has ONE pair over all its tables that start running (`delta_version_sensor`,
+`compacted_deletes_sensor`, default status running; the factory builds them, factory.py): the daemon's
+cycle is two evaluations whatever the number of tables (a pair per table, 600 sensors at 300 tables,
+stretched the 30-second interval to a median of 59 s: docs/dagster.md). A table with `start_running:
+false` has a pair of its own (`delta_version_sensor_<name>`, `compacted_deletes_sensor_<name>`), stopped
+until switched on in the UI: that is how one table is paused or followed alone. One table never stops the
+others: whatever reading or acting on it raises is caught, logged as a warning, kept in its own cursor
+entry (`<source>:error`, cleared when it reads again) and named in the tick's skip message when nothing
+else is requested; its cursor entries stay as they were before that table's evaluation.
 
 * `delta_version_sensor` lists each source's `_delta_log` (pure Python) and reads where the mirror
   stands (pyiceberg, no JVM). It starts after the newest Delta version the mirror holds, so switching it
@@ -29,19 +34,28 @@ remembers a switch in the UI).
   `REPORT_EVERY_SECONDS` after it; the cursor keeps that report under `<source>:lag_outcome` and
   `<source>:lag_reported_at` (epoch seconds), beside the version keys (a cursor without them still loads:
   the next tick reports).
+  A settled table costs one listing of its `_delta_log` (from the next version's name on) per tick: one
+  whose last full reading found the mirror at Delta's latest version with nothing to request (no run,
+  no scan, no mirror run in progress) is kept under `<source>:settled` (that version) and
+  `<source>:settled_at`, and is read in full again only when its log has a later version, or
+  `REPORT_EVERY_SECONDS` after (so the lag check's periodic report, and anything changed behind the
+  log's back, are seen as before).
 * `compacted_deletes_sensor` reads each mirror's last mirrored Delta version (pyiceberg, no Spark) and
   looks at the Delta commits mirrored since its cursor; commits that removed files carrying DVs or
   replaced DVs (OPTIMIZE, REORG … APPLY (PURGE), DV updates) leave mirror-owned delete files behind
-  once their snapshots expire, so it requests the `cleanup` job for that source (an extra trigger:
-  `cleanup_schedule_<source>`, schedules.py, runs it on the table's `cleanup_cron` in any case).
-  Cursor: `{"<source name>": last examined mirrored version}`.
+  once their snapshots expire, so it requests the `cleanup_<source>` job (an extra trigger:
+  `cleanup_schedule_<source>`, schedules.py, runs it on the table's cleanup cron in any case). The first
+  time it sees a table's mirror (no cursor entry: a first deploy, a new table, a cursor reset) it starts
+  at the mirror's current version and requests nothing: the history mirrored before is the nightly
+  schedule's, and a first deploy does not request a cleanup per table whose history ever compacted. A
+  table whose log has nothing after the cursor's version is not read further (the mirror cannot be
+  ahead of its log). Cursor: `{"<source name>": last examined mirrored version}`.
 """
 
 import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
 
 import dagster as dg
 from dagster._core.definitions.unresolved_asset_job_definition import (
@@ -62,7 +76,7 @@ from dv_assets.defs.sources import VERSIONS_TAG, DeltaSource
 from dv_assets.defs.status_metadata import lag_metadata
 from dv_assets.mirror import (
     CatalogConfig,
-    MirrorInputError,
+    DeltaTable,
     MirrorStatus,
     drops_dv_files,
     last_mirrored_version,
@@ -70,30 +84,38 @@ from dv_assets.mirror import (
     read_mirror_table,
 )
 
-T = TypeVar("T")
-# What a per-source sensor's tick yields: run requests, partitions to add, asset events to record.
+# What a sensor's evaluation of one table yields: run requests, partitions to add, asset events to record.
 TickItem = dg.RunRequest | dg.AddDynamicPartitionsRequest | dg.AssetObservation | dg.AssetCheckEvaluation
+# The cursor: `{"<source>": version, "<source>:<key>": number or (`:error`) text}`.
+Cursor = dict[str, int | str]
+# Every cursor key of a source besides its name (restored when its evaluation fails midway).
+CURSOR_KEYS = ("lag_outcome", "lag_reported_at", "settled", "settled_at", "error")
+MAX_NAMED = 20  # failing tables named in a skip message
 
 
-def _cursor(context: dg.SensorEvaluationContext) -> dict[str, int]:
-    return {k: int(v) for k, v in json.loads(context.cursor).items()} if context.cursor else {}
+def _cursor(context: dg.SensorEvaluationContext) -> Cursor:
+    if not context.cursor:
+        return {}
+    return {k: v if isinstance(v, str) else int(v) for k, v in json.loads(context.cursor).items()}
 
 
-def _per_source_sensor(
+def _number(cursor: Cursor, key: str, default: int | None = None) -> int | None:
+    value = cursor.get(key, default)
+    return value if isinstance(value, int) else default
+
+
+def _tables_sensor(
     *,
     name: str,
     jobs: Sequence[dg.JobDefinition | UnresolvedAssetJobDefinition],
     minimum_interval_seconds: int,
     description: str,
     sources: list[DeltaSource],
-    read: Callable[[DeltaSource, dict[str, int]], T],
-    unreadable: Callable[[DeltaSource], str],
-    act: Callable[[dg.SensorEvaluationContext, DeltaSource, T, dict[str, int]], list[TickItem]],
+    evaluate: Callable[[dg.SensorEvaluationContext, DeltaSource, Cursor], list[TickItem]],
 ) -> dg.SensorDefinition:
-    """A sensor whose cursor is `{"<source name>": version}`: for each source it `read`s (a source that
-    cannot be read, its log or its mirror, is logged as `unreadable` and skipped, so that one does not
-    stop the others) and `act`s on what it read; both may advance the source's cursor. The sensor starts
-    running or stopped as its sources say (`start_running`; one source per sensor in the factory)."""
+    """A sensor over `sources` whose cursor is `{"<source name>": version, ...}`: it `evaluate`s each
+    source in turn, isolated (see the module's docstring). Running by default when its sources start
+    running (the code location's pair), stopped otherwise (a table's own pair)."""
     running = all(s.start_running for s in sources)
 
     @dg.sensor(
@@ -103,24 +125,41 @@ def _per_source_sensor(
         description=description,
         default_status=dg.DefaultSensorStatus.RUNNING if running else dg.DefaultSensorStatus.STOPPED,
     )
-    def per_source(context: dg.SensorEvaluationContext) -> dg.SensorResult:
+    def over_tables(context: dg.SensorEvaluationContext) -> dg.SensorResult:
         cursor = _cursor(context)
         items: list[TickItem] = []
+        failed: list[str] = []
         for source in sources:
+            keys = (source.name, *(f"{source.name}:{k}" for k in CURSOR_KEYS))
+            before = {k: cursor[k] for k in keys if k in cursor}
             try:
-                found = read(source, cursor)
-            except (OSError, ValueError, MirrorInputError) as err:
-                context.log.warning(f"{source.name}: {unreadable(source)}: {err}")
+                found = evaluate(context, source, cursor)
+            except Exception as err:  # one table's failure is reported, never the others'
+                for key in keys:
+                    cursor.pop(key, None)
+                message = f"{type(err).__name__}: {err}"
+                cursor.update(before, **{f"{source.name}:error": message[:500]})
+                context.log.warning(f"{source.name}: skipped: {message}")
+                failed.append(source.name)
                 continue
-            items += act(context, source, found, cursor)
+            cursor.pop(f"{source.name}:error", None)
+            items += found
+        run_requests = [i for i in items if isinstance(i, dg.RunRequest)]
+        skip = None
+        if failed and not run_requests:
+            named = ", ".join(failed[:MAX_NAMED]) + (", ..." if len(failed) > MAX_NAMED else "")
+            skip = (
+                f"{len(failed)} of {len(sources)} table(s) could not be read (cursor: <name>:error): {named}"
+            )
         return dg.SensorResult(
-            run_requests=[i for i in items if isinstance(i, dg.RunRequest)],
+            run_requests=run_requests,
             dynamic_partitions_requests=[i for i in items if isinstance(i, dg.AddDynamicPartitionsRequest)],
             asset_events=[i for i in items if isinstance(i, dg.AssetObservation | dg.AssetCheckEvaluation)],
             cursor=json.dumps(cursor, sort_keys=True),
+            skip_reason=skip,
         )
 
-    return per_source
+    return over_tables
 
 
 def mirror_range_request(source: DeltaSource, first: int, last: int) -> dg.RunRequest:
@@ -164,7 +203,7 @@ def lag_observation(source: DeltaSource, status: MirrorStatus) -> dg.AssetObserv
 
 
 def lag_check_report(
-    context: dg.SensorEvaluationContext, source: DeltaSource, status: MirrorStatus, cursor: dict[str, int]
+    context: dg.SensorEvaluationContext, source: DeltaSource, status: MirrorStatus, cursor: Cursor
 ) -> list[TickItem]:
     """The lag check's evaluation when its outcome changed since the last one reported (the cursor's),
     or that report is `REPORT_EVERY_SECONDS` old; nothing otherwise (a tick every 30 seconds)."""
@@ -173,7 +212,10 @@ def lag_check_report(
     now = time.time()
     outcome, result = lag_check_result(status, source.freshness, now)
     outcome_key, reported_key = f"{source.name}:lag_outcome", f"{source.name}:lag_reported_at"
-    if cursor.get(outcome_key) == outcome and now - cursor.get(reported_key, 0) < REPORT_EVERY_SECONDS:
+    if (
+        cursor.get(outcome_key) == outcome
+        and now - (_number(cursor, reported_key) or 0) < REPORT_EVERY_SECONDS
+    ):
         return []
     cursor[outcome_key], cursor[reported_key] = int(outcome), int(now)
     return [lag_check_evaluation(source, result, context.instance)]
@@ -187,11 +229,13 @@ def build_delta_version_sensor(
     name: str = "delta_version_sensor",
 ) -> dg.SensorDefinition:
     def new_versions(
-        context: dg.SensorEvaluationContext,
-        source: DeltaSource,
-        listed: DeltaListing,
-        cursor: dict[str, int],
+        context: dg.SensorEvaluationContext, source: DeltaSource, cursor: Cursor
     ) -> list[TickItem]:
+        delta = source.delta_table(enforce_protocol=False)
+        now = time.time()
+        if settled(source, cursor, delta, now):
+            return []
+        listed = _listing(delta, source, catalog)
         items: list[TickItem] = []
         if listed.status is None:
             context.log.warning(
@@ -201,7 +245,8 @@ def build_delta_version_sensor(
             if not listed.status.up_to_date:
                 items.append(lag_observation(source, listed.status))
             items += lag_check_report(context, source, listed.status, cursor)
-        versions = missing_versions(listed, cursor.get(source.name))
+        seen = _number(cursor, source.name)
+        versions = missing_versions(listed, seen)
         readable = () if listed.status is None else listed.status.readable_versions
         partitions_def = partitions[source.name]
         assert partitions_def.name is not None
@@ -209,14 +254,25 @@ def build_delta_version_sensor(
         to_add = partitions_to_add(existing, [*readable, *versions], listed.latest)
         if to_add:
             items.append(partitions_def.build_add_request(to_add))
-        cursor[source.name] = max(listed.latest, cursor.get(source.name, -1))
-        if not versions:
-            scan = scan_request(context, source, listed.status)
-            return items if scan is None else [*items, scan]
-        context.log.info(f"{source.name}: Delta versions {versions[0]}..{versions[-1]} to mirror")
-        return [*items, mirror_range_request(source, versions[0], listed.latest)]
+        cursor[source.name] = max(listed.latest, -1 if seen is None else seen)
+        cursor.pop(f"{source.name}:settled", None)
+        cursor.pop(f"{source.name}:settled_at", None)
+        if versions:
+            context.log.info(f"{source.name}: Delta versions {versions[0]}..{versions[-1]} to mirror")
+            return [*items, mirror_range_request(source, versions[0], listed.latest)]
+        scan = scan_request(context, source, listed.status)
+        if scan is not None:
+            return [*items, scan]
+        if (
+            listed.status is not None
+            and listed.status.up_to_date
+            and listed.status.mirrored_version == listed.latest
+            and not mirror_run_active(context.instance, source)
+        ):
+            cursor[f"{source.name}:settled"], cursor[f"{source.name}:settled_at"] = listed.latest, int(now)
+        return items
 
-    return _per_source_sensor(
+    return _tables_sensor(
         name=name,
         jobs=jobs,
         minimum_interval_seconds=30,
@@ -225,12 +281,28 @@ def build_delta_version_sensor(
         "all of them (a partition range), and the full row-count scan of the newest version once it is "
         "mirrored; records the mirror's "
         "lag (dvmirror/lag_versions, dvmirror/lag_seconds) on iceberg/<source> while it is behind, and "
-        "the mirror_lag_within_freshness check when its outcome changes (or every 10 minutes).",
+        "the mirror_lag_within_freshness check when its outcome changes (or every 10 minutes). Tables: "
+        + ", ".join(s.name for s in sources[:MAX_NAMED])
+        + (f" and {len(sources) - MAX_NAMED} more" if len(sources) > MAX_NAMED else "")
+        + ".",
         sources=sources,
-        read=lambda source, _: _listing(source, catalog),
-        unreadable=lambda source: f"cannot list {source.delta_path}",
-        act=new_versions,
+        evaluate=new_versions,
     )
+
+
+def settled(source: DeltaSource, cursor: Cursor, delta: DeltaTable, now: float) -> bool:
+    """Whether a tick can leave the table alone: its last full reading found it settled (the mirror at
+    Delta's latest version, nothing to request) less than `REPORT_EVERY_SECONDS` ago, its lag check's
+    report is not due, and its log has no version after that one (one listing)."""
+    version = _number(cursor, f"{source.name}:settled")
+    if version is None or version != _number(cursor, source.name):
+        return False
+    if now - (_number(cursor, f"{source.name}:settled_at") or 0) >= REPORT_EVERY_SECONDS:
+        return False
+    reported = _number(cursor, f"{source.name}:lag_reported_at") or 0
+    if source.freshness is not None and now - reported >= REPORT_EVERY_SECONDS:
+        return False
+    return not delta.has_version_after(version)
 
 
 def missing_versions(listed: DeltaListing, seen: int | None) -> list[int]:
@@ -258,6 +330,16 @@ def partitions_to_add(existing: Sequence[str], versions: Sequence[int], latest: 
     return [partition_key(v) for v in keys]
 
 
+def mirror_run_active(instance: dg.DagsterInstance, source: DeltaSource) -> bool:
+    """Whether a `mirror_<name>` run is queued or running."""
+    return bool(
+        instance.get_runs(
+            filters=dg.RunsFilter(job_name=source.mirror_job_name, statuses=list(IN_PROGRESS_RUN_STATUSES)),
+            limit=1,
+        )
+    )
+
+
 def scan_request(
     context: dg.SensorEvaluationContext, source: DeltaSource, status: MirrorStatus | None
 ) -> dg.RunRequest | None:
@@ -282,11 +364,7 @@ def scan_request(
         scan, limit=1, partition_filter=PartitionKeyFilter(key=key)
     ):
         return None
-    active = instance.get_runs(
-        filters=dg.RunsFilter(job_name=source.mirror_job_name, statuses=list(IN_PROGRESS_RUN_STATUSES)),
-        limit=1,
-    )
-    if active:
+    if mirror_run_active(instance, source):
         return None
     context.log.info(f"{source.name}: full scan of Delta version {version} (the mirror's newest)")
     return dg.RunRequest(
@@ -298,9 +376,8 @@ def scan_request(
     )
 
 
-def _listing(source: DeltaSource, catalog: CatalogConfig) -> DeltaListing:
+def _listing(delta: DeltaTable, source: DeltaSource, catalog: CatalogConfig) -> DeltaListing:
     """The source's Delta log listed once, and the mirror's status against it (no JVM: pyiceberg)."""
-    delta = source.delta_table(enforce_protocol=False)
     latest, oldest = delta.latest_version(), delta.oldest_version()
     try:
         mirror = read_mirror_table(catalog, source.iceberg_table)
@@ -315,41 +392,43 @@ def _listing(source: DeltaSource, catalog: CatalogConfig) -> DeltaListing:
 def build_compacted_deletes_sensor(
     sources: list[DeltaSource],
     catalog: CatalogConfig,
-    cleanup_job: dg.JobDefinition,
+    cleanup_jobs: list[dg.JobDefinition],
     name: str = "compacted_deletes_sensor",
 ) -> dg.SensorDefinition:
-    def cleanup(
-        context: dg.SensorEvaluationContext, source: DeltaSource, request: dg.RunRequest | None, _: dict
-    ) -> list[TickItem]:
+    def cleanup(context: dg.SensorEvaluationContext, source: DeltaSource, cursor: Cursor) -> list[TickItem]:
+        request = cleanup_request(source, cursor, catalog)
         if request is None:
             return []
         context.log.info(f"{source.name}: {request.tags['dvmirror/compacted-versions']} dropped DVs")
         return [request]
 
-    return _per_source_sensor(
+    return _tables_sensor(
         name=name,
-        jobs=[cleanup_job],
+        jobs=cleanup_jobs,
         minimum_interval_seconds=300,
-        description="Requests the cleanup job when mirrored Delta versions removed files carrying DVs "
-        "(OPTIMIZE, REORG PURGE, DV replacement); cleanup_schedule_<source> also runs it on a schedule.",
+        description="Requests a table's cleanup job when Delta versions mirrored since the sensor first saw "
+        "the mirror removed files carrying DVs (OPTIMIZE, REORG PURGE, DV replacement); "
+        "cleanup_schedule_<source> also runs it nightly.",
         sources=sources,
-        read=lambda source, cursor: _cleanup_request(source, cursor, catalog, cleanup_job.name),
-        unreadable=lambda _: "skipped",
-        act=cleanup,
+        evaluate=cleanup,
     )
 
 
-def _cleanup_request(
-    source: DeltaSource, cursor: dict[str, int], catalog: CatalogConfig, job_name: str
-) -> dg.RunRequest | None:
-    """A cleanup run for the source when the versions mirrored since the cursor dropped DVs the mirror
-    copied (their delete files become garbage once the snapshots referencing them expire)."""
+def cleanup_request(source: DeltaSource, cursor: Cursor, catalog: CatalogConfig) -> dg.RunRequest | None:
+    """A `cleanup_<source>` run when the versions mirrored since the cursor dropped DVs the mirror copied
+    (their delete files become garbage once the snapshots referencing them expire). No cursor entry: the
+    cursor starts at the mirror's current version (nothing requested)."""
+    seen = _number(cursor, source.name)
+    delta = source.delta_table(enforce_protocol=False)
+    if seen is not None and not delta.has_version_after(seen):
+        return None  # the mirror holds no version the log does not
     last = last_mirrored_version(catalog, source.iceberg_table)
     if last is None:
         return None
-    delta = source.delta_table(enforce_protocol=False)
-    seen = cursor.get(source.name)
-    start = delta.oldest_version() if seen is None else max(seen + 1, delta.oldest_version())
+    if seen is None:
+        cursor[source.name] = last
+        return None
+    start = max(seen + 1, delta.oldest_version())
     if start > last:
         return None
     compacted = [c.version for c in delta.changes(start, last) if drops_dv_files(c)]
@@ -358,7 +437,7 @@ def _cleanup_request(
         return None
     return dg.RunRequest(
         run_key=f"cleanup:{source.name}:v{last}",
-        job_name=job_name,
+        job_name=source.cleanup_job_name,
         run_config=cleanup_run_config(source),
         tags={**source.tags, "dvmirror/compacted-versions": ",".join(str(v) for v in compacted)[:200]},
     )

@@ -9,6 +9,7 @@ Tables are configured as `DeltaMirrorComponent` documents (dv_assets/components/
 
 from __future__ import annotations
 
+import hashlib
 import re
 from datetime import timedelta
 from typing import Any
@@ -29,8 +30,22 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 _TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
 
 DEFAULT_FAIL_WINDOW_HOURS = 24.0
-# Daily, at an hour few pipelines write; UTC.
-DEFAULT_CLEANUP_CRON = "0 3 * * *"
+# A table without its own `cleanup_cron` is cleaned daily at a minute of this window (UTC hours
+# [first, end)), derived from its name (`spread_cleanup_cron`): hours few pipelines write, and 300
+# tables' cleanups spread over 240 minutes instead of firing together.
+CLEANUP_WINDOW_HOURS = (1, 5)
+# The code location's sensors over all its tables that start running (a table with `start_running: false`
+# has a pair of its own, stopped: sensors.py).
+FLEET_VERSION_SENSOR = "delta_version_sensor"
+FLEET_COMPACTED_SENSOR = "compacted_deletes_sensor"
+
+
+def spread_cleanup_cron(name: str) -> str:
+    """A daily cron at a minute within `CLEANUP_WINDOW_HOURS` (UTC), the same for a name in every process
+    and deployment (SHA-256 of the name, not Python's salted `hash`)."""
+    first, end = CLEANUP_WINDOW_HOURS
+    minute = int.from_bytes(hashlib.sha256(name.encode()).digest()[:8], "big") % ((end - first) * 60)
+    return f"{minute % 60} {first + minute // 60} * * *"
 
 
 class Freshness(BaseModel):
@@ -106,10 +121,13 @@ class DeltaSource(BaseModel):
     storage_properties: dict[str, str] = Field(default_factory=dict, exclude=True, repr=False)
     # The freshness policy of iceberg/<name>; None: none.
     freshness: Freshness | None = Field(default_factory=Freshness)
-    # When cleanup_<name> runs whether or not anything was compacted (cron, UTC).
-    cleanup_cron: str = DEFAULT_CLEANUP_CRON
-    # Whether the table's sensors and cleanup schedule start running (Dagster's default status: it holds
-    # until someone switches them in the UI, which the instance then remembers).
+    # When cleanup_<name> runs whether or not anything was compacted (cron, UTC); None: daily at a minute
+    # derived from the name within CLEANUP_WINDOW_HOURS (`cleanup_schedule_cron`).
+    cleanup_cron: str | None = None
+    # Whether the table is followed by the code location's sensors (running) and its cleanup schedule
+    # starts running; False: the table has its own pair of sensors, and they and the schedule start
+    # stopped (Dagster's default status: it holds until someone switches them in the UI, which the
+    # instance then remembers).
     start_running: bool = True
 
     def delta_table(self, *, enforce_protocol: bool = True) -> DeltaTable:
@@ -134,8 +152,8 @@ class DeltaSource(BaseModel):
 
     @field_validator("cleanup_cron")
     @classmethod
-    def _cron(cls, value: str) -> str:
-        if not is_valid_cron_string(value):
+    def _cron(cls, value: str | None) -> str | None:
+        if value is not None and not is_valid_cron_string(value):
             raise ValueError(f"cleanup_cron must be a cron string, got {value!r}")
         return value
 
@@ -178,19 +196,23 @@ class DeltaSource(BaseModel):
 
     @property
     def version_sensor_name(self) -> str:
-        return f"delta_version_sensor_{self.name}"
+        """The sensor that follows the table's commits: the code location's (`delta_version_sensor`) for
+        a table that starts running, its own (`delta_version_sensor_<name>`, stopped) otherwise."""
+        return FLEET_VERSION_SENSOR if self.start_running else f"{FLEET_VERSION_SENSOR}_{self.name}"
 
     @property
     def compacted_sensor_name(self) -> str:
-        return f"compacted_deletes_sensor_{self.name}"
+        """`compacted_deletes_sensor`, or `compacted_deletes_sensor_<name>` (as `version_sensor_name`)."""
+        return FLEET_COMPACTED_SENSOR if self.start_running else f"{FLEET_COMPACTED_SENSOR}_{self.name}"
+
+    @property
+    def cleanup_schedule_cron(self) -> str:
+        """The table's `cleanup_cron`, else its minute of the night (`spread_cleanup_cron`)."""
+        return self.cleanup_cron or spread_cleanup_cron(self.name)
 
     @property
     def cleanup_schedule_name(self) -> str:
         return f"cleanup_schedule_{self.name}"
-
-    @property
-    def sensor_status(self) -> dg.DefaultSensorStatus:
-        return dg.DefaultSensorStatus.RUNNING if self.start_running else dg.DefaultSensorStatus.STOPPED
 
     @property
     def schedule_status(self) -> dg.DefaultScheduleStatus:

@@ -78,6 +78,18 @@ class DeltaLog:
         assert hint is None or isinstance(hint, dict)
         return group_listing(files, hint, {f.name: by_name[f.name] for f in files})
 
+    def has_version_after(self, version: int) -> bool:
+        """Whether the log holds a commit or checkpoint of a version after `version`: one listing from the
+        next version's name on (a stat per name kept, on local storage), no file read."""
+        try:
+            infos = self._io.list_dir(self._log_dir, from_name=f"{version + 1:020d}")
+        except OSError as exc:
+            raise self._error(f"cannot list the Delta log: {exc}", file=self._log_dir) from exc
+        return any(
+            (f := parse_log_file_name(info.location.rsplit("/", 1)[-1])) is not None and f.version > version
+            for info in infos
+        )
+
     def read_last_checkpoint(self) -> dict | None:
         """`_last_checkpoint`, a hint only: missing or unreadable means no hint."""
         try:

@@ -234,6 +234,11 @@ class DeltaTable:
     def latest_version(self) -> int:
         return max(self._list().versions)
 
+    def has_version_after(self, version: int) -> bool:
+        """Whether the log has a version after `version` (a listing from its name on; what a sensor asks
+        of a table it last saw settled at `version`)."""
+        return self._log.has_version_after(version)
+
     def oldest_version(self) -> int:
         """The oldest version the log can reconstruct, with every later commit still present (on a
         bounded listing, `listed_once`: one at or before the mirrored version, which is all a run
