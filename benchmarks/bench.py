@@ -24,7 +24,8 @@ the path pays it). Then the CLI fleet figures of issue 29 (benchmarks/fleet.py, 
 10 minutes on a loaded 2-core machine): `dvmirror sync --tables` of 20 and 100 copies of a small fixture
 table, per table (100 vs 20: target 1.2x) and against a table's own `dvmirror sync` process; a follower
 over the 100 with one new commit on each (scaled to 300 tables: target 60 s) and its process tree's peak
-RSS (target 3 GiB).
+RSS (target 3 GiB); and a Dagster mirror run of one small version launched as a deployment launches it
+(benchmarks/dagster_run.py: target 20 s from launch, one JVM) with its process tree's peak RSS.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 import dagster as dg
 from pyspark.sql import SparkSession
 
+from benchmarks.dagster_run import dagster_run_figures
 from benchmarks.driver_memory import peaks, reset_peaks
 from benchmarks.figures import Figure, Unmeasured
 from benchmarks.fleet import fleet_figures
@@ -449,6 +451,7 @@ def main() -> None:
             figures += iceberg_side_by_side_figures(spark, tmp, args.repeats)
         if args.only in (None, "fleet"):
             figures += fleet_figures(tmp)
+            figures += dagster_run_figures(tmp)
         if (args.only is None and args.million) or args.only == "million":
             figures += million_figures(tmp, args.million_files, args.repeats)
         print()
