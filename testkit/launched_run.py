@@ -60,13 +60,17 @@ class TreeSample:
     by (pid, start time), with its command line; the peak of their summed RSS."""
 
     seen: dict[tuple[int, int], list[str]] = field(default_factory=dict)
+    parents: dict[int, int] = field(default_factory=dict)  # pid -> parent pid
     peak_rss: int = 0
 
     @property
     def jvms(self) -> int:
         """Spark drivers started (`spark-submit` first runs a short-lived `java` of Spark's launcher,
-        `org.apache.spark.launcher.Main`, to build the driver's command line: not counted)."""
-        return self.kinds().get("java SparkSubmit", 0)
+        `org.apache.spark.launcher.Main`, to build the driver's command line: not counted; nor are the
+        driver's own forks)."""
+        drivers = {pid for (pid, _), cmd in self.seen.items() if _kind(cmd) == "java SparkSubmit"}
+        # A process the JVM forks (Hadoop's shell commands) holds its command line until it execs.
+        return sum(1 for pid in drivers if self.parents.get(pid) not in drivers)
 
     def kinds(self) -> dict[str, int]:
         """How many processes of each kind: a Python module or script, a JVM's main class, a program."""
@@ -123,10 +127,12 @@ class TreeSampler:
             total, todo = 0, [pid for pid in children_of(self._root, processes) if pid not in self._ignore]
             while todo:
                 pid = todo.pop()
-                _, started, cmdline, rss = processes[pid]
+                ppid, started, cmdline, rss = processes[pid]
+                self.sample.parents[pid] = ppid
                 if cmdline or (pid, started) not in self.sample.seen:  # an exited one's is empty
                     self.sample.seen[(pid, started)] = cmdline  # the latest: spark-class execs java
-                total += rss
+                if ppid not in processes or processes[ppid][2] != cmdline:  # a fork shares its pages
+                    total += rss
                 todo += children.get(pid, [])
             self.sample.peak_rss = max(self.sample.peak_rss, total)
 
