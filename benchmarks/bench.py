@@ -27,8 +27,9 @@ over the 100 with one new commit on each (scaled to 300 tables: target 60 s) and
 RSS (target 3 GiB); and the Dagster fleet figures (benchmarks/fleet_dagster.py; 20, 100 and 300 tables
 mirrored first, about 30 minutes): the definitions build and one sensor cycle per table (300 vs 20:
 target 1.2x), and `delta_version_sensor`'s real interval under a `dagster-daemon` over 300 tables for
-5 minutes (target 1.2x its nominal 30 s). Then issue 28's (benchmarks/install.py, `--only install`):
-Spark start-up of an installed package without a jars folder (the packaged helper, Maven coordinates
+5 minutes (target 1.2x its nominal 30 s); and a Dagster mirror run of one small version launched as a
+deployment launches it (benchmarks/dagster_run.py: target 20 s from launch, one JVM), its peak RSS.
+Then issue 28's (benchmarks/install.py, `--only install`): Spark start-up of an installed package without a jars folder (the packaged helper, Maven coordinates
 through Ivy) over a jars folder's, on its second run (target <= 1 s), with Ivy resolving on a warm
 cache, and on the first run.
 """
@@ -51,6 +52,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 import dagster as dg
 from pyspark.sql import SparkSession
 
+from benchmarks.dagster_run import dagster_run_figures
 from benchmarks.driver_memory import peaks, reset_peaks
 from benchmarks.figures import Figure, Unmeasured
 from benchmarks.fleet import fleet_figures
@@ -464,6 +466,7 @@ def main() -> None:
         if args.only in (None, "fleet"):
             figures += fleet_figures(tmp)
             figures += dagster_fleet_figures(tmp, mirrored=True, daemon_seconds=300)
+            figures += dagster_run_figures(tmp)
         if args.only is None:
             figures += install_figures(tmp)
         if (args.only is None and args.million) or args.only == "million":

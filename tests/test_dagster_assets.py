@@ -26,6 +26,7 @@ from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.iceberg.types import Schema
 from dv_assets.mirror.placement import ExecutorPolicy
 from dv_assets.mirror.sync import sync_table
+from testkit.launched_run import code_server
 from tests.helpers.dagster import (
     add_partitions,
     build_source,
@@ -44,6 +45,7 @@ from tests.helpers.dagster import (
     recorded_materializations,
     resources,
     run_materializations,
+    sources_file,
 )
 from tests.helpers.delta_histories import delta_ref, fast_spark, latest_version, tblproperties
 from tests.helpers.readers import (
@@ -548,3 +550,33 @@ def test_a_widened_table_mirrors_and_a_refused_widening_fails_the_run(spark, cat
         assert check.check_name == MIRROR_LAG_CHECK
         assert (check.description or "").startswith("1 version(s) behind (Delta 5..5 not mirrored)")
         assert check.metadata[LAG_VERSIONS].value == 1
+
+
+@pytest.mark.spark
+def test_a_launched_mirror_run_is_one_process_with_one_jvm(catalog, copy_fixture, tmp_path: Path) -> None:
+    """A run launched as a deployment launches it (a code server; the instance's DefaultRunLauncher starts
+    the run in a process of its own): the in-process executor runs every step in that one process, which
+    builds the code location once, and the mirror step and its blocking checks share one Spark session,
+    one JVM. (With Dagster's default executor, each step was a process of its own, rebuilding the code
+    location, and the mirror step and each Spark check started a JVM.)"""
+    source = make_source(copy_fixture("table-with-dv-small"))
+    tables = Path(sources_file(tmp_path / "tables.yaml", catalog, source))
+    with code_server(tmp_path / "dagster", tables) as server:
+        with server.instance() as instance:
+            instance.add_dynamic_partitions(source.partitions_name, ["0", "1"])
+        run = server.launch(source.mirror_job_name, mirror_range_request(source, 0, 1).tags)
+        with server.instance() as instance:
+            key = source.mirror_asset_key
+            recorded = recorded_materializations(instance, key, ["0", "1"])
+            checked = recorded_check_status(instance, key, CHECKS, ["0", "1"])
+    print(
+        f"launched mirror run of versions 0..1: {run.seconds:.1f} s, {run.tree.pythons} Python processes, "
+        f"{run.tree.jvms} JVM, peak RSS {run.tree.peak_rss / 2**30:.2f} GiB"
+    )
+    assert run.status == dg.DagsterRunStatus.SUCCESS
+    assert run.tree.pythons == 1, run.tree.kinds()  # the run's process; no step process
+    assert run.tree.jvms == 1, run.tree.kinds()
+    assert [recorded[v]["delta_version"] for v in ("0", "1")] == ["0", "1"]
+    # The blocking checks, each on every version (the full scan is a checks run of its own).
+    assert checked == {v: dict.fromkeys(BLOCKING_PASS, "SUCCEEDED") for v in ("0", "1")}
+    assert snapshots_by_delta_version(catalog, source.iceberg_table).keys() == {0, 1}

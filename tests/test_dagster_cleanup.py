@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import dagster as dg
 import pytest
@@ -16,6 +17,7 @@ from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.maintenance import expire_and_reclaim
 from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.sync import sync_table
+from testkit.launched_run import code_server
 from tests.helpers.dagster import (
     add_partitions,
     build_source,
@@ -28,7 +30,9 @@ from tests.helpers.dagster import (
     make_source,
     materializations,
     recorded_materializations,
+    sources_file,
 )
+from tests.helpers.processes import no_java_env
 
 
 @pytest.mark.spark
@@ -187,3 +191,27 @@ def test_a_run_of_expired_versions_records_them_and_keeps_their_checks(spark, ca
     assert status.readable_versions == (3, 4, 5)
     (line,) = [line for line in status_text(status).splitlines() if "readable versions:" in line]
     assert line.split(":", 1)[1].strip() == "3..5"
+
+
+@pytest.mark.spark
+def test_a_cleanup_with_nothing_to_do_starts_no_jvm(spark, catalog, copy_fixture, tmp_path: Path) -> None:
+    """Nothing past retention and no orphan: the cleanup's plan, read with pyiceberg, says so, and the run
+    (launched as a deployment launches it, where no `java` is on the PATH) succeeds without Spark."""
+    source = make_source(copy_fixture("table-with-dv-small"))  # 2 snapshots, 10 retained
+    sync_table(spark, source.delta_path, source.iceberg_table)
+    tables = Path(sources_file(tmp_path / "tables.yaml", catalog, source))
+    with code_server(tmp_path / "dagster", tables, env=no_java_env()) as server:
+        run = server.launch(source.cleanup_job_name, source.tags)
+        with server.instance() as instance:
+            (record,) = instance.fetch_observations(dg.AssetKey(source.mirror_asset_key), limit=10).records
+    print(f"cleanup with nothing to do: {run.seconds:.1f} s, {run.tree.pythons} Python processes")
+    assert run.status == dg.DagsterRunStatus.SUCCESS, (tmp_path / "dagster" / "code_server.log").read_text()[
+        -3000:
+    ]
+    assert run.tree.jvms == 0
+    observation = record.asset_observation
+    assert observation is not None
+    meta = {k: v.value for k, v in observation.metadata.items()}
+    assert meta["read_with"] == "pyiceberg" and meta["dry_run"] is False
+    assert (meta["snapshots_before"], meta["snapshots_expired"], meta["snapshots_retained"]) == (2, 0, 2)
+    assert (meta["files_reclaimed"], meta["retained_delta_versions"]) == (0, "0..1")

@@ -16,6 +16,11 @@ reports it as the mirror catches up).
 
 A job spans one partitions definition, and each source has its own (its Delta versions), so the
 mirror and checks jobs are per source.
+
+Every job runs its steps in the run's one process (`dg.in_process_executor`, docs/dagster.md): the code
+location is built once per run, the `spark` resource once, and the checks that read with Spark use the
+mirror step's session, one JVM per run. Dagster's default executor would start a process per step, each
+rebuilding the code location and starting a JVM of its own.
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ def build_mirror_job(
         "every version's snapshot (the version sensor then requests the full row-count scan of the "
         "newest version, in a checks run of its own).",
         tags=source.tags,
+        executor_def=dg.in_process_executor,
     )
 
 
@@ -65,4 +71,5 @@ def build_checks_job(
         description=f"Only the asset checks of {source.iceberg_table} (for CI), for one Delta version "
         "or a range of them: every check, the full scan included, on every version asked for.",
         tags=source.tags,
+        executor_def=dg.in_process_executor,
     )

@@ -9,6 +9,11 @@ asset observations of `iceberg/<source>`:
 * one per expired version's partition (`status: expired`, `dvmirror/time_travel: expired`, the snapshot
   and the cleanup run): its snapshot, and the delete files its materialization lists, are gone.
 
+Spark starts only when there is something to do: each table's cleanup is first planned without a JVM
+(`plan_without_jvm`, read with pyiceberg, as `dvmirror expire --dry-run`), and a table with no snapshot
+past retention and no orphan to reclaim is reported from that plan (`read_with: pyiceberg`); a dry run
+never starts Spark. A catalog pyiceberg has no counterpart of is cleaned through Spark, as before.
+
 Expired partitions then leave the table's partitions (`retire_expired_partitions`), so the Partitions
 view shows exactly the versions a reader can still time-travel to. Dagster 1.13 shows a partition as
 materialized, failed, in progress or missing, nothing else: "failed" takes a failed run that planned it
@@ -27,7 +32,15 @@ from pydantic import Field
 from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.defs.status_metadata import METADATA_LOCATION, RETAINED_VERSIONS, TIME_TRAVEL, version_ranges
-from dv_assets.mirror import IcebergJava, MaintenanceReport, MirrorTable, expire_and_reclaim
+from dv_assets.mirror import (
+    CatalogConfig,
+    IcebergJava,
+    MaintenanceReport,
+    MirrorTable,
+    expire_and_reclaim,
+    plan_without_jvm,
+    read_mirror_table,
+)
 from resources.spark import IcebergSparkResource
 
 MAX_LISTED = 50
@@ -45,6 +58,8 @@ def report_metadata(report: MaintenanceReport) -> dict[str, dg.MetadataValue]:
         "files_reclaimed": dg.MetadataValue.int(report.files_reclaimed),
         "bytes_reclaimed": dg.MetadataValue.int(report.bytes_reclaimed),
         "dry_run": dg.MetadataValue.bool(report.dry_run),
+        # "pyiceberg": answered without a JVM (a dry run, or nothing to do); "iceberg-java": through Spark.
+        "read_with": dg.MetadataValue.text(report.read_with),
         "mirror_files_deleted": dg.MetadataValue.md(
             "\n".join(f"- `{f.rsplit('/', 1)[-1]}`" for f in listed[:MAX_LISTED]) or "none"
         ),
@@ -105,6 +120,33 @@ def retire_expired_partitions(
     return retired
 
 
+def pyiceberg_reads(catalog: CatalogConfig) -> bool:
+    """Whether pyiceberg has a counterpart of the catalog's kind (it reads the table without a JVM)."""
+    try:
+        catalog.pyiceberg_properties()
+    except ValueError:
+        return False
+    return True
+
+
+def planned_without_jvm(
+    catalog: CatalogConfig, source: DeltaSource, *, dry_run: bool
+) -> tuple[MirrorTable | None, MaintenanceReport | None]:
+    """The table (read with pyiceberg) and the cleanup's report when it is known without a JVM: a dry run,
+    or nothing to expire or reclaim (the report is then the whole cleanup). (None, None) when Spark must
+    do it: snapshots to expire or files to reclaim, or a catalog pyiceberg cannot read."""
+    if not pyiceberg_reads(catalog):
+        return None, None
+    before = read_mirror_table(catalog, source.iceberg_table)
+    plan = plan_without_jvm(catalog, source.iceberg_table, source.retention)
+    if dry_run:
+        return before, plan
+    if plan.expired_snapshot_ids or plan.files_reclaimed:
+        return None, None
+    plan.dry_run = False  # nothing to do: this is what the cleanup did
+    return before, plan
+
+
 def cleanup_run_config(source: DeltaSource) -> dict:
     return {"ops": {source.cleanup_op_name: {"config": {"sources": [source.name]}}}}
 
@@ -122,7 +164,8 @@ def build_cleanup_job(sources: list[DeltaSource], job_name: str, op_name: str) -
     @dg.op(
         name=op_name,
         description="Expire snapshots past retention (Iceberg's file cleanup off) and delete only the "
-        "mirror's own files nothing retained references.",
+        "mirror's own files nothing retained references; Spark starts only when there is something to "
+        "expire or reclaim (read with pyiceberg first).",
     )
     def expire_and_clean(
         context: dg.OpExecutionContext, config: CleanupConfig, spark: IcebergSparkResource
@@ -130,17 +173,21 @@ def build_cleanup_job(sources: list[DeltaSource], job_name: str, op_name: str) -
         unknown = [n for n in config.sources if n not in by_name]
         if unknown:
             raise dg.Failure(description=f"unknown sources {unknown}; configured: {sorted(by_name)}")
-        iceberg = IcebergJava(spark.spark_session)
         totals = {"files_reclaimed": 0, "bytes_reclaimed": 0, "snapshots_expired": 0}
         rows = []
         for name in config.sources or list(by_name):
             source = by_name[name]
-            before = iceberg.load(source.iceberg_table)  # the expired snapshots' Delta versions
-            report = expire_and_reclaim(
-                iceberg, source.iceberg_table, source.retention, dry_run=config.dry_run
-            )
+            before, report = planned_without_jvm(spark.settings.catalog, source, dry_run=config.dry_run)
+            if report is None:  # something to expire or reclaim (or no pyiceberg reader): Spark does it
+                iceberg = IcebergJava(spark.spark_session)  # started once, on the first such table
+                before = iceberg.load(source.iceberg_table)  # the expired snapshots' Delta versions
+                report = expire_and_reclaim(
+                    iceberg, source.iceberg_table, source.retention, dry_run=config.dry_run
+                )
+                after = before if config.dry_run else iceberg.load(source.iceberg_table)
+            else:
+                after = before  # nothing was changed
             versions, expired = expiry_metadata(report, before)
-            after = before if config.dry_run else iceberg.load(source.iceberg_table)
             if after is not None and after.metadata_location is not None:
                 versions[METADATA_LOCATION] = dg.MetadataValue.path(after.metadata_location)
             context.log.info(
@@ -188,6 +235,7 @@ def build_cleanup_job(sources: list[DeltaSource], job_name: str, op_name: str) -
         name=job_name,
         description="Expire Iceberg snapshots past each source's retention; reclaim only mirror-owned files.",
         tags={"dvmirror/kind": "cleanup", **(sources[0].tags if len(sources) == 1 else {})},
+        executor_def=dg.in_process_executor,  # one op: no process of its own (docs/dagster.md)
     )
     def cleanup() -> None:
         expire_and_clean()

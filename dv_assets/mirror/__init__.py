@@ -56,6 +56,7 @@ _EXPORTS = {
     "Retention": "dv_assets.mirror.iceberg.maintenance",
     "MaintenanceReport": "dv_assets.mirror.iceberg.maintenance",
     "expire_and_reclaim": "dv_assets.mirror.iceberg.maintenance",
+    "plan_without_jvm": "dv_assets.mirror.iceberg.maintenance",
     "MirrorStatus": "dv_assets.mirror.status",
     "mirror_status": "dv_assets.mirror.status",
     "first_readable_version": "dv_assets.mirror.status",
