@@ -50,19 +50,17 @@ from dagster._utils.hosted_user_process import recon_job_from_origin
 LOCATION_NAME = "dv_mirror"  # pyproject.toml's code_location_name, workspace.yaml's location_name
 MODULE_NAME = "dv_assets.definitions"
 REPOSITORY_NAME = "__repository__"  # what Dagster names the repository of a `dg.Definitions`
-# How the demo's launcher executes a run: in process (one Spark session), step logs to the instance only.
-IN_PROCESS_RUN_CONFIG: dict[str, Any] = {
-    "execution": {"config": {"in_process": {}}},
-    "loggers": {"console": {"config": {"log_level": "ERROR"}}},
-}
+# How the demo's launcher executes a run: step logs to the instance only. (Every job of the code location
+# has the in-process executor already, jobs.py: one Spark session, the demo's own.)
+QUIET_RUN_CONFIG: dict[str, Any] = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}
 # The daemons' own progress lines ("Checking for new runs for sensor ...") stay off the demo's output.
 DAEMON_LOG = logging.getLogger("dv_assets.demo.daemon")
 DAEMON_LOG.setLevel(logging.WARNING)
 
 
 class InProcessRunLauncher(RunLauncher, ConfigurableClass):
-    """Executes a launched run to its end, in this process, with the in-process executor (the run's
-    stored config is left as the sensor or the demo gave it; only the execution differs)."""
+    """Executes a launched run to its end, in this process (the run's stored config is left as the sensor
+    or the demo gave it; only where it executes differs, and its console log level)."""
 
     def __init__(self, inst_data: ConfigurableClassData | None = None) -> None:
         self._inst_data = inst_data
@@ -86,8 +84,8 @@ class InProcessRunLauncher(RunLauncher, ConfigurableClass):
         run = context.dagster_run
         if context.job_code_origin is None:
             raise ValueError(f"run {run.run_id} has no code origin: it was not launched from a code location")
-        in_process = copy(run, run_config={**run.run_config, **IN_PROCESS_RUN_CONFIG})
-        execute_run(recon_job_from_origin(context.job_code_origin), in_process, self._instance)
+        quiet = copy(run, run_config={**run.run_config, **QUIET_RUN_CONFIG})
+        execute_run(recon_job_from_origin(context.job_code_origin), quiet, self._instance)
 
     def terminate(self, run_id: str) -> bool:
         return False  # a run launched here has finished by the time launch_run returns
