@@ -63,16 +63,22 @@ def test_ci_checks_fail_on_a_damaged_mirror_and_an_unmirrored_table(
     assert main([]) == 1
     lines = capsys.readouterr().out.splitlines()
     # The damage is in the snapshot's content; the mirror is not behind Delta (the lag check passes).
-    assert [line.split(":")[0] for line in lines] == [
-        *in_order(
+    by_table = {
+        damaged.name: in_order(
             [f"FAIL {damaged.name} v1 {check}" for check in CHECKS],
             f"PASS {damaged.name} - {LAG_CHECK}",
         ),
-        f"FAIL {missing.name} - mirrored",
+        missing.name: [f"FAIL {missing.name} - mirrored"],
+    }
+    # The tables in name order, as the definitions list them (`sources_of`).
+    assert [line.split(":")[0] for line in lines] == [
+        line for name in sorted(by_table) for line in by_table[name]
     ]
-    assert "8 rows from the log" in lines[0] and "10 from its summary" in lines[0]
-    assert "Delta DVs missing in Iceberg" in lines[2]
-    assert f"{missing.iceberg_table} has no mirrored version" in lines[4]
+    of_damaged = [line for line in lines if line.split()[1] == damaged.name]
+    assert "8 rows from the log" in of_damaged[0] and "10 from its summary" in of_damaged[0]
+    assert "Delta DVs missing in Iceberg" in of_damaged[2]
+    (of_missing,) = [line for line in lines if line.split()[1] == missing.name]
+    assert f"{missing.iceberg_table} has no mirrored version" in of_missing
     with dg.DagsterInstance.from_config(str(home)) as instance:
         recorded = recorded_check_status(instance, damaged.mirror_asset_key, CHECKS, ["1"])
     assert recorded == {"1": dict.fromkeys(CHECKS, "FAILED")}

@@ -32,7 +32,8 @@ import json, pkgutil, sys
 import dv_assets.mirror
 from dv_assets.mirror.cli import main
 from dv_assets.mirror import MirrorSettings, sync_table
-names = [m.name for m in pkgutil.walk_packages(dv_assets.mirror.__path__, "dv_assets.mirror.")]
+names = [m.name for m in pkgutil.walk_packages(dv_assets.mirror.__path__, "dv_assets.mirror.")
+         if not m.name.endswith(".__main__")]  # `python -m`'s entry: importing it runs the CLI
 for name in names:
     __import__(name)
 dagster = sorted(m for m in sys.modules if m.split(".")[0] in ("dagster", "dagster_pyspark"))

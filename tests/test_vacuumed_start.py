@@ -110,7 +110,7 @@ def test_first_sync_starts_at_the_first_readable_version(spark, catalog, vacuume
     status = mirror_status(DeltaTable(vacuumed), mirror, "vs.first")
     assert (status.first_readable_version, status.mirrored_version, status.lag_versions) == (3, latest, 0)
     assert "first readable version: 3 (versions 0..2 are no longer readable in Delta)" in status_text(status)
-    assert current_state_metadata(status)["first_readable_delta_version"].value == 3
+    assert current_state_metadata(status)["details"].value["first_readable_delta_version"] == 3
     # Nothing new: the next sync is a no-op, and says nothing of the start again.
     again = sync_table(spark, vacuumed, "vs.first")
     assert again.mirrored_versions == [] and again.start_note is None
