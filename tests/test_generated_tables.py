@@ -41,10 +41,15 @@ def _fast(spark):
         yield
 
 
-# `make test` runs one of each kind; `make test-long` the other column-mapping modes too.
+# `make test-extended` runs one of each kind (about 50 s each); `make test-long` the other column-mapping
+# modes too.
 @pytest.mark.parametrize(
     "mapping",
-    ["none", pytest.param("id", marks=pytest.mark.slow), pytest.param("name", marks=pytest.mark.slow)],
+    [
+        pytest.param("none", marks=pytest.mark.extended),
+        pytest.param("id", marks=pytest.mark.slow),
+        pytest.param("name", marks=pytest.mark.slow),
+    ],
 )
 def test_types_history(spark, catalog, tmp_path: Path, mapping: str) -> None:
     root = tmp_path / f"types {mapping}"
@@ -79,7 +84,7 @@ def test_types_history(spark, catalog, tmp_path: Path, mapping: str) -> None:
 @pytest.mark.parametrize(
     ("mapping", "v2_checkpoints"),
     [
-        ("name", True),
+        pytest.param("name", True, marks=pytest.mark.extended),
         pytest.param("id", False, marks=pytest.mark.slow),
         pytest.param("none", True, marks=pytest.mark.slow),
     ],

@@ -114,6 +114,7 @@ def assert_every_version_reads_back(
             assert as_tuples(rows, columns) == want, f"{where} [iceberg-rust]"
 
 
+@pytest.mark.extended  # about 80 s: a mirror made by the old code, then synced on by every reader
 def test_an_older_mirror_with_bare_paths_keeps_syncing_exactly(
     spark, catalog, tmp_path: Path, old_code
 ) -> None:
@@ -208,6 +209,7 @@ def test_an_older_mirror_with_bare_paths_keeps_syncing_exactly(
     assert sorted(p for p in root.rglob("*") if p.is_file()) == delta_files  # nothing of Delta's touched
 
 
+@pytest.mark.extended  # about 50 s: every path spelling, every reader
 def test_a_new_mirror_reads_back_with_every_reader_whatever_its_paths_hold(
     spark, catalog, tmp_path: Path
 ) -> None:

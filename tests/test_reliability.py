@@ -281,6 +281,7 @@ def test_a_crash_at_each_step_converges(spark, catalog, copy_fixture, step: str)
     assert_mirror_exact(spark, catalog, name, PARTITIONED)
 
 
+@pytest.mark.extended  # about 35 s
 def test_vacuum_between_syncs(spark, catalog, tmp_path: Path) -> None:
     root = tmp_path / "vacuumed"
     ref = delta_table_with_dvs(spark, root)
@@ -302,6 +303,7 @@ def test_vacuum_between_syncs(spark, catalog, tmp_path: Path) -> None:
     assert pyiceberg_rows(catalog, "rel.vacuum", snapshot) == expected
 
 
+@pytest.mark.extended  # about 25 s
 def test_vacuum_of_files_the_mirror_still_needs_is_refused(spark, catalog, tmp_path: Path) -> None:
     root = tmp_path / "vacuumed_early"
     ref = delta_table_with_dvs(spark, root)

@@ -39,6 +39,7 @@ def check_report(report: SweepReport) -> None:
 SLICE_SEEDS = [1004]  # 20 versions (RESTORE, ADD COLUMNS, DML), both formats, 18 filter queries
 
 
+@pytest.mark.extended  # about 35 s; `make test-sweep` draws new tables for minutes
 @pytest.mark.parametrize("seed", SLICE_SEEDS)
 def test_sweep_slice(spark: SparkSession, catalog: CatalogConfig, tmp_path: Path, seed: int) -> None:
     """One table of the sweep, a fixed seed: its versions and filter queries compared."""
