@@ -2,9 +2,10 @@
 primitive type, edge values, schema operations and DML, mirrored in formats 3 and 2 and compared at every
 version and under filter queries by Delta Spark, Iceberg Java, DuckDB and pyiceberg.
 
-`make test` runs a short slice (fixed seeds); `make test-sweep` runs the sweep for DVMIRROR_SWEEP_SECONDS
-(default 1200) from DVMIRROR_SWEEP_SEED (default: a new seed, printed), DVMIRROR_SWEEP_CASES limiting the
-number of tables (`DVMIRROR_SWEEP_SEED=<seed> DVMIRROR_SWEEP_CASES=1 make test-sweep` reruns one table).
+`make test-extended` runs a short slice (fixed seeds); `make test-sweep` runs the sweep for
+DVMIRROR_SWEEP_SECONDS (default 1200) from DVMIRROR_SWEEP_SEED (default: a new seed, printed),
+DVMIRROR_SWEEP_CASES limiting the number of tables
+(`DVMIRROR_SWEEP_SEED=<seed> DVMIRROR_SWEEP_CASES=1 make test-sweep` reruns one table).
 """
 
 from __future__ import annotations
