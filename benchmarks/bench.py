@@ -2,7 +2,7 @@
 a ratio (never part of `make test`).
 
 The Delta tables are synthetic and written directly (Parquet data files, JSON commits and DV files laid
-out as Delta's PROTOCOL.md says: `SyntheticTable` of tests/helpers/delta_log.py), except the last
+out as Delta's PROTOCOL.md says: `SyntheticTable` of testkit/synthetic.py), except the last
 figure's, which Delta Spark writes and rewrites:
 
     .venv/bin/python benchmarks/bench.py [--files 100000] [--dvs 10000] [--memory-dvs 100000]
@@ -47,7 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests.helpers
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: testkit, tests.helpers
 
 import dagster as dg
 from pyspark.sql import SparkSession

@@ -1,7 +1,7 @@
 """The million-file figures of issue 18 (`make bench` passes `--million`; alone:
 `.venv/bin/python benchmarks/million.py [--files 1000000] [--repeats 3]`).
 
-Two synthetic Delta tables (`SyntheticTable` of tests/helpers/delta_log.py), of 100 files and of
+Two synthetic Delta tables (`SyntheticTable` of testkit/synthetic.py), of 100 files and of
 `--files` files, each of ROWS_PER_FILE rows, built the same way: version 0 adds every file; versions
 1..10 are DELETEs giving 10 files a DV each; at version 10 a classic checkpoint as Delta Spark writes it
 (its default `delta.checkpointInterval` is 10); then the commits before it are cleaned up, as Delta's log
@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests.helpers
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: testkit, tests.helpers
 
 from benchmarks.driver_memory import peaks, reset_peaks
 from benchmarks.figures import Figure, Unmeasured

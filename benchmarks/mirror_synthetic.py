@@ -6,7 +6,7 @@ Run by hand (never by pytest):
         [--touched 20] [--format-version 3|2]
 
 The Delta table is written directly (pyarrow Parquet + JSON commits + DV files laid out as Delta's
-PROTOCOL.md says: `SyntheticTable` of tests/helpers/delta_log.py), not by Spark, so that building it
+PROTOCOL.md says: `SyntheticTable` of testkit/synthetic.py), not by Spark, so that building it
 takes seconds: version 0 adds `--files` files of `--rows` rows; each later version gives `--touched` files
 a new, larger DV (one DV file per version, as Delta writes them), and every tenth version also appends a
 file. Spark start-up is excluded.
@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: tests.helpers
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: testkit, tests.helpers
 
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
