@@ -29,13 +29,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.delta.log_files import LOG_DIR
 from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.errors import MirrorConflictError
-from dv_assets.mirror.iceberg.java import IcebergJava
+from dv_assets.mirror.iceberg.java import IcebergJava, is_transient_java_error
 from dv_assets.mirror.io import FileInfo, FileIO, NotARegularFileError
 from dv_assets.mirror.placement import DEFAULT_EXECUTOR_POLICY, ExecutorPolicy
 from dv_assets.mirror.results import VersionResult
@@ -60,28 +59,6 @@ _DEFINITE_OS_ERRORS = (
     FileExistsError,
     NotARegularFileError,
 )
-# Java exceptions (anywhere in the cause chain) that mean the catalog or storage could not be reached or
-# did not answer in time: network failures, an unavailable REST service, a JDBC connection that failed or
-# was lost, a busy sqlite file. Every other Java exception (a bad request, a missing table, a bug) is not.
-_TRANSIENT_JAVA_EXCEPTIONS = frozenset(
-    {
-        "java.net.ConnectException",
-        "java.net.SocketException",
-        "java.net.SocketTimeoutException",
-        "java.net.UnknownHostException",
-        "java.net.http.HttpConnectTimeoutException",
-        "java.net.http.HttpTimeoutException",
-        "org.apache.hc.client5.http.HttpHostConnectException",
-        "org.apache.hc.core5.http.NoHttpResponseException",
-        "org.apache.iceberg.exceptions.ServiceUnavailableException",
-        "org.apache.iceberg.exceptions.ServiceFailureException",
-        "java.sql.SQLTransientException",
-        "java.sql.SQLTransientConnectionException",
-        "java.sql.SQLRecoverableException",
-        "java.sql.SQLTimeoutException",
-    }
-)
-_TRANSIENT_JAVA_MESSAGES = ("SQLITE_BUSY", "database is locked")
 
 
 @dataclass
@@ -116,11 +93,12 @@ def is_transient(err: BaseException) -> bool:
     """Whether trying again later may succeed where `err` failed: a storage I/O error that is not a
     definite answer (pyarrow raises plain OSError for S3 network and throttling errors), also when the
     log reader turned it into a refusal naming the file (right for a one-shot sync, not for a loop that
-    can try again), or a Java exception of the catalog or storage not answering (`_TRANSIENT_JAVA_*`)."""
+    can try again), or a Java exception of the catalog or storage not answering
+    (`iceberg/java.is_transient_java_error`)."""
     for cause in _chain(err):
         if isinstance(cause, OSError) and not isinstance(cause, _DEFINITE_OS_ERRORS):
             return True
-        if isinstance(cause, Py4JJavaError) and _transient_java(cause):
+        if is_transient_java_error(cause):
             return True
     return False
 
@@ -133,18 +111,6 @@ def _chain(err: BaseException) -> Iterator[BaseException]:
         seen.add(id(current))
         yield current
         current = current.__cause__ or current.__context__
-
-
-def _transient_java(err: Py4JJavaError) -> bool:
-    exception, depth = err.java_exception, 0
-    while exception is not None and depth < 20:
-        if str(exception.getClass().getName()) in _TRANSIENT_JAVA_EXCEPTIONS:
-            return True
-        message = str(exception.getMessage() or "")
-        if any(text in message for text in _TRANSIENT_JAVA_MESSAGES):
-            return True
-        exception, depth = exception.getCause(), depth + 1
-    return False
 
 
 @dataclass(frozen=True)

@@ -61,6 +61,46 @@ ICEBERG_INTERNALS = "dev.dvmirror.IcebergInternals"
 DV_LINES_FILE = "deletion-vectors.tsv"
 
 
+# Java exceptions (anywhere in the cause chain) that mean the catalog or storage could not be reached or
+# did not answer in time: network failures, an unavailable REST service, a JDBC connection that failed or
+# was lost, a busy sqlite file. Every other Java exception (a bad request, a missing table, a bug) is not.
+_TRANSIENT_JAVA_EXCEPTIONS = frozenset(
+    {
+        "java.net.ConnectException",
+        "java.net.SocketException",
+        "java.net.SocketTimeoutException",
+        "java.net.UnknownHostException",
+        "java.net.http.HttpConnectTimeoutException",
+        "java.net.http.HttpTimeoutException",
+        "org.apache.hc.client5.http.HttpHostConnectException",
+        "org.apache.hc.core5.http.NoHttpResponseException",
+        "org.apache.iceberg.exceptions.ServiceUnavailableException",
+        "org.apache.iceberg.exceptions.ServiceFailureException",
+        "java.sql.SQLTransientException",
+        "java.sql.SQLTransientConnectionException",
+        "java.sql.SQLRecoverableException",
+        "java.sql.SQLTimeoutException",
+    }
+)
+_TRANSIENT_JAVA_MESSAGES = ("SQLITE_BUSY", "database is locked")
+
+
+def is_transient_java_error(err: BaseException) -> bool:
+    """Whether `err` is a Java exception (anywhere in its Java cause chain) of the catalog or storage not
+    answering, which trying again later may get past (`follow.is_transient`)."""
+    if not isinstance(err, Py4JJavaError):
+        return False
+    exception, depth = err.java_exception, 0
+    while exception is not None and depth < 20:
+        if str(exception.getClass().getName()) in _TRANSIENT_JAVA_EXCEPTIONS:
+            return True
+        message = str(exception.getMessage() or "")
+        if any(text in message for text in _TRANSIENT_JAVA_MESSAGES):
+            return True
+        exception, depth = exception.getCause(), depth + 1
+    return False
+
+
 class IcebergJava:
     """Iceberg Java through the Spark session's `dvmirror` catalog."""
 
