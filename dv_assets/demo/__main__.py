@@ -13,7 +13,9 @@ Dagster's own daemon code (machinery.py), so that `make ui` shows what the demo 
    materializes delta/<name> and iceberg/<name> for every version, each on its own partition, plus the
    checks on every version.
 5. Launches the checks-only job on the latest version from the code location; ticks
-   `compacted_deletes_sensor_demo_events` once, and the cleanup run it requests is launched.
+   `compacted_deletes_sensor_demo_events` once (its first sight of the mirror: it starts at the mirror's
+   current version and requests nothing), then launches the cleanup job, as `cleanup_schedule_<name>`
+   would.
 6. Reads the mirror's newest version with DuckDB from its metadata file alone (no catalog; the extensions
    come from their packages, never downloaded: duckdb_read.py) and checks the row count against what the
    mirror says; prints where the metadata file is and a line that reads it the same way, offline.
