@@ -125,7 +125,10 @@ def resolved_jars(settings: MirrorSettings) -> list[str] | None:
         jars = _classpath_record(settings).read_text().split()
     except OSError:
         return None
-    return jars if jars and all(Path(jar).is_file() for jar in jars) else None
+    cache = settings.ivy_dir / "jars"
+    # Trusted only whole: every jar a file of the Ivy cache (a damaged record resolves again).
+    whole = jars and all(Path(jar).is_relative_to(cache) and Path(jar).is_file() for jar in jars)
+    return jars if whole else None
 
 
 def _record_resolved_jars(settings: MirrorSettings, spark: SparkSession) -> None:
