@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.errors import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
@@ -46,6 +45,7 @@ from dv_assets.mirror.errors import (
 from dv_assets.mirror.follow import MAX_CONFLICTS_IN_A_ROW, Backoff, CommitFile, LogWatch, is_transient
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.placement import DEFAULT_EXECUTOR_POLICY, ExecutorPolicy
 from dv_assets.mirror.results import SyncResult, VersionResult
 from dv_assets.mirror.sync import sync_table

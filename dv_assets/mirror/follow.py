@@ -32,10 +32,10 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.delta.log_files import LOG_DIR
-from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.errors import MirrorConflictError
 from dv_assets.mirror.iceberg.java import IcebergJava, is_transient_java_error
 from dv_assets.mirror.io import FileInfo, FileIO, NotARegularFileError
+from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.placement import DEFAULT_EXECUTOR_POLICY, ExecutorPolicy
 from dv_assets.mirror.results import VersionResult
 from dv_assets.mirror.sync import sync_table

@@ -91,7 +91,7 @@ class FileIO:
             # Literally, as Iceberg's readers take a file URI's path (never percent-decoded, and a `#` or
             # `?` is part of the name, which URL parsing would cut off): the mirror's own files are named so
             # in Iceberg (`locations.iceberg_location`); a Delta `file:` URI is decoded before it gets here
-            # (`delta/paths.py`).
+            # (`locations.resolve_location`).
             return _LOCAL, comparable(location)
         parsed = urlparse(location)
         if not parsed.scheme or len(parsed.scheme) == 1:  # a plain path (or a Windows drive letter)

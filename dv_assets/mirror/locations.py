@@ -1,19 +1,34 @@
-"""How the mirror names a file's location in Iceberg, and the one comparison of two locations.
+"""Locations: how a path written in a Delta log becomes one, how the mirror names one in Iceberg, and the
+one comparison of two.
+
+Delta writes `add.path` / `remove.path` as URL-encoded URIs: relative to the table root, or absolute
+(`file:/...`, `file:///...`, `s3://...`). Hive-style partition directories are already escaped on disk
+(a partition value `a%b` lives in `p=a%25b/`), and the log encodes that name once more
+(`p=a%2525b/...`). So the log path is decoded exactly once, never twice (`resolve_location`). Local
+locations are plain absolute POSIX paths (no `file:` scheme), remote ones stay URIs, decoded.
 
 Every location the mirror writes into Iceberg metadata is a full URI (`iceberg_location`): the spec's
 `file_path` is one, and iceberg-rust refuses a bare path. Locally that is `file:/…` followed by the path
 as it is on disk, unescaped: the form Iceberg Java (Hadoop's `Path`) records for a local table, and the
 one Iceberg Java, pyiceberg and iceberg-rust all read literally (none of them percent-decodes it).
 Mirrors made before kept bare local paths; `comparable` is the one comparison of two locations, whatever
-form each was recorded in. A Delta log's own paths become locations in `delta/paths.resolve_location`.
-Pure, and imports nothing of the project: every layer compares locations.
+form each was recorded in.
+Pure, and imports only the project's errors: every layer resolves and compares locations.
 """
 
 from __future__ import annotations
 
+import functools
+import os
+import posixpath
 import re
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+from dv_assets.mirror.errors import MirrorInputError
+
+# A URI scheme has at least two characters, so a Windows drive letter (`C:`) is never taken for one.
+SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
 
 
 def iceberg_location(location: str) -> str:
@@ -23,7 +38,7 @@ def iceberg_location(location: str) -> str:
         return "file:" + location
     if location.startswith("file:") and comparable(location).startswith("/"):
         return "file:" + comparable(location)
-    if not _SCHEME.match(location):
+    if not SCHEME.match(location):
         raise ValueError(f"{location!r} is neither an absolute path nor a URI")
     return location
 
@@ -38,3 +53,75 @@ def comparable(location: str) -> str:
     if location.startswith(("s3a://", "s3n://")):
         return "s3://" + location[len("s3a://") :]
     return location.removeprefix("file:")
+
+
+# A `%` not followed by two hex digits: Java's URI parser (which Delta uses) rejects such a path.
+_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
+
+
+def is_remote(location: str) -> bool:
+    """True for a URI with a scheme other than `file` (s3://, abfss://, gs://, ...)."""
+    return bool(SCHEME.match(location)) and not location.lower().startswith("file:")
+
+
+def table_root_of(root: str | Path) -> str:
+    """The canonical form of a table root: an absolute local path, or a remote URI; no trailing slash."""
+    text = os.fspath(root)
+    if text.lower().startswith("file:"):
+        text = _local_path_of_file_uri(text, original=text)
+    if is_remote(text):
+        return text.rstrip("/")
+    return posixpath.normpath(os.path.abspath(text))
+
+
+# A relative path of plain segments: no escape, no scheme, no `.`, `..` or empty segment.
+_PLAIN_RELATIVE = re.compile(r"[\w=+-][\w.=+-]*(?:/[\w=+-][\w.=+-]*)*", re.ASCII)
+
+
+def resolve_location(table_root: str, path: str) -> str:
+    """The absolute, decoded location of a file named in the log of the table at `table_root`."""
+    if _PLAIN_RELATIVE.fullmatch(path) and _joins_plainly(table_root):
+        # What the rules of `_resolve` give such a path, without them: a checkpoint names a million.
+        return f"{table_root.rstrip('/')}/{path}"
+    return _resolve(table_root, path)
+
+
+@functools.lru_cache(maxsize=64)
+def _joins_plainly(table_root: str) -> bool:
+    """Whether `_resolve` puts a plain relative path under `table_root` with one slash: a remote root,
+    or a local one that normalisation leaves as it is."""
+    if is_remote(table_root):
+        return True
+    return table_root.startswith("/") and posixpath.normpath(table_root) == table_root
+
+
+def _resolve(table_root: str, path: str) -> str:
+    if _BAD_ESCAPE.search(path):
+        raise MirrorInputError(f"malformed URL escape in log path {path!r}", table=table_root, file=path)
+    if path.lower().startswith("file:"):
+        return _local_path_of_file_uri(path, original=path, table_root=table_root)
+    if SCHEME.match(path):
+        return unquote(path)
+    decoded = unquote(path)
+    if is_remote(table_root):
+        if decoded.startswith("/"):
+            # Absolute path on the table's own file system (Hadoop semantics of Path(parent, "/x")).
+            parts = urlsplit(table_root)
+            return f"{parts.scheme}://{parts.netloc}{decoded}"
+        return f"{table_root.rstrip('/')}/{decoded}"
+    if decoded.startswith("/"):
+        return posixpath.normpath(decoded)
+    return posixpath.normpath(posixpath.join(table_root, decoded))
+
+
+def _local_path_of_file_uri(uri: str, *, original: str, table_root: str | None = None) -> str:
+    parts = urlsplit(uri)
+    if parts.query or parts.fragment:
+        raise MirrorInputError(
+            "file URI with a query string or fragment is not supported", table=table_root, file=original
+        )
+    if parts.netloc not in ("", "localhost"):
+        raise MirrorInputError(
+            f"file URI with a remote host {parts.netloc!r} is not supported", table=table_root, file=original
+        )
+    return posixpath.normpath(unquote(parts.path))

@@ -33,7 +33,7 @@ from dv_assets.mirror.delta.data_files import (
     first_readable_version,
     record_count,
 )
-from dv_assets.mirror.delta.paths import PathPolicy, table_root_of
+from dv_assets.mirror.delta.paths import PathPolicy
 from dv_assets.mirror.delta.replay import DeltaTable, VersionChange
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorConflictError, MirrorInputError
 from dv_assets.mirror.iceberg.content_files import DeleteFile
@@ -49,6 +49,7 @@ from dv_assets.mirror.iceberg.mirror_table import (
 )
 from dv_assets.mirror.identity import check_apart, check_same_delta_table, mirror_position
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.placement import DEFAULT_EXECUTOR_POLICY, ExecutorPolicy, Placement
 from dv_assets.mirror.plan import MirrorState, VersionPlan, files_to_count, plan_version
 from dv_assets.mirror.results import SyncResult, VersionResult

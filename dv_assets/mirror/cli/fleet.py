@@ -65,10 +65,10 @@ from dv_assets.mirror.cli.output import (
     internal_error_line,
     report_failure,
 )
-from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError, worst_exit_code
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.settings import MirrorSettings
 
 if TYPE_CHECKING:  # fleet.py imports pyspark: not for `--help` nor a run answered without a JVM

@@ -22,13 +22,13 @@ from dv_assets.mirror.cli.output import (
     internal_error_line,
     report_failure,
 )
-from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.iceberg.mirror_table import DELTA_TABLE_PROPERTY, MirrorTable
 from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.identity import check_mirrors
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.status import MirrorStatus, mirror_status, version_ranges
 

@@ -29,10 +29,10 @@ from dv_assets.mirror.cli.output import (
     print_json,
     report_failure,
 )
-from dv_assets.mirror.delta.paths import table_root_of
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.results import SyncResult, VersionResult
 from dv_assets.mirror.settings import MirrorSettings
 

@@ -21,9 +21,9 @@ from functools import cached_property
 from typing import Any, NoReturn, TypeVar
 
 from dv_assets.mirror.delta import column_mapping
-from dv_assets.mirror.delta.paths import resolve_location
 from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError
+from dv_assets.mirror.locations import resolve_location
 
 _Shared = TypeVar("_Shared", str, int)
 

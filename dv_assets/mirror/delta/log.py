@@ -39,9 +39,9 @@ from dv_assets.mirror.delta.log_files import (
     group_listing,
     parse_log_file_name,
 )
-from dv_assets.mirror.delta.paths import resolve_location
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.locations import resolve_location
 
 # Bytes read at a time from a JSON commit or checkpoint (lines are cut from them as they come).
 JSON_CHUNK_BYTES = 1 << 20

@@ -1,99 +1,18 @@
-"""Resolving the paths written in a Delta log to the locations of the files they name.
-
-Delta writes `add.path` / `remove.path` as URL-encoded URIs: relative to the table root, or absolute
-(`file:/...`, `file:///...`, `s3://...`). Hive-style partition directories are already escaped on disk
-(a partition value `a%b` lives in `p=a%25b/`), and the log encodes that name once more
-(`p=a%2525b/...`). So the log path is decoded exactly once, never twice.
-
-Local locations are plain absolute POSIX paths (no `file:` scheme), remote ones stay URIs, decoded;
-Iceberg names them by URI (`locations.iceberg_location`).
+"""Where the files a Delta log names may be (`PathPolicy`), and when two spellings of one path are two
+entries to Delta's readers (`readers_keep_apart`). How a log path becomes a location is
+`locations.resolve_location`.
 """
 
 from __future__ import annotations
 
 import functools
-import os
-import posixpath
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from urllib.parse import unquote, urlsplit
+from urllib.parse import urlsplit
 
 from dv_assets.mirror.errors import MirrorInputError
-
-# A `%` not followed by two hex digits: Java's URI parser (which Delta uses) rejects such a path.
-_BAD_ESCAPE = re.compile(r"%(?![0-9A-Fa-f]{2})")
-# A URI scheme has at least two characters, so a Windows drive letter (`C:`) is never taken for one.
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
-
-
-def is_remote(location: str) -> bool:
-    """True for a URI with a scheme other than `file` (s3://, abfss://, gs://, ...)."""
-    return bool(_SCHEME.match(location)) and not location.lower().startswith("file:")
-
-
-def table_root_of(root: str | Path) -> str:
-    """The canonical form of a table root: an absolute local path, or a remote URI; no trailing slash."""
-    text = os.fspath(root)
-    if text.lower().startswith("file:"):
-        text = _local_path_of_file_uri(text, original=text)
-    if is_remote(text):
-        return text.rstrip("/")
-    return posixpath.normpath(os.path.abspath(text))
-
-
-# A relative path of plain segments: no escape, no scheme, no `.`, `..` or empty segment.
-_PLAIN_RELATIVE = re.compile(r"[\w=+-][\w.=+-]*(?:/[\w=+-][\w.=+-]*)*", re.ASCII)
-
-
-def resolve_location(table_root: str, path: str) -> str:
-    """The absolute, decoded location of a file named in the log of the table at `table_root`."""
-    if _PLAIN_RELATIVE.fullmatch(path) and _joins_plainly(table_root):
-        # What the rules of `_resolve` give such a path, without them: a checkpoint names a million.
-        return f"{table_root.rstrip('/')}/{path}"
-    return _resolve(table_root, path)
-
-
-@functools.lru_cache(maxsize=64)
-def _joins_plainly(table_root: str) -> bool:
-    """Whether `_resolve` puts a plain relative path under `table_root` with one slash: a remote root,
-    or a local one that normalisation leaves as it is."""
-    if is_remote(table_root):
-        return True
-    return table_root.startswith("/") and posixpath.normpath(table_root) == table_root
-
-
-def _resolve(table_root: str, path: str) -> str:
-    if _BAD_ESCAPE.search(path):
-        raise MirrorInputError(f"malformed URL escape in log path {path!r}", table=table_root, file=path)
-    if path.lower().startswith("file:"):
-        return _local_path_of_file_uri(path, original=path, table_root=table_root)
-    if _SCHEME.match(path):
-        return unquote(path)
-    decoded = unquote(path)
-    if is_remote(table_root):
-        if decoded.startswith("/"):
-            # Absolute path on the table's own file system (Hadoop semantics of Path(parent, "/x")).
-            parts = urlsplit(table_root)
-            return f"{parts.scheme}://{parts.netloc}{decoded}"
-        return f"{table_root.rstrip('/')}/{decoded}"
-    if decoded.startswith("/"):
-        return posixpath.normpath(decoded)
-    return posixpath.normpath(posixpath.join(table_root, decoded))
-
-
-def _local_path_of_file_uri(uri: str, *, original: str, table_root: str | None = None) -> str:
-    parts = urlsplit(uri)
-    if parts.query or parts.fragment:
-        raise MirrorInputError(
-            "file URI with a query string or fragment is not supported", table=table_root, file=original
-        )
-    if parts.netloc not in ("", "localhost"):
-        raise MirrorInputError(
-            f"file URI with a remote host {parts.netloc!r} is not supported", table=table_root, file=original
-        )
-    return posixpath.normpath(unquote(parts.path))
+from dv_assets.mirror.locations import SCHEME, is_remote, table_root_of
 
 
 @dataclass(frozen=True)
@@ -147,7 +66,7 @@ def readers_keep_apart(path: str, other: str) -> bool:
     """
     if path == other:
         return False
-    relative = [not (p.startswith("/") or _SCHEME.match(p)) for p in (path, other)]
+    relative = [not (p.startswith("/") or SCHEME.match(p)) for p in (path, other)]
     if not any(relative):
         return False
     return all(_kept_relative(p) for p, rel in zip((path, other), relative, strict=True) if rel)

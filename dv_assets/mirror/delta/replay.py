@@ -44,10 +44,11 @@ from dv_assets.mirror.delta.add_candidates import AddCandidates
 from dv_assets.mirror.delta.checkpoint_index import CheckpointIndex, CheckpointIndexes
 from dv_assets.mirror.delta.log import DeltaLog
 from dv_assets.mirror.delta.log_files import LogListing
-from dv_assets.mirror.delta.paths import readers_keep_apart, table_root_of
+from dv_assets.mirror.delta.paths import readers_keep_apart
 from dv_assets.mirror.delta.protocol import check_column_mapping, check_protocol
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.locations import table_root_of
 
 # Bounds of the restricted replay (`DeltaTable._restricted_replay`): the commits it holds parsed at once,
 # and the locations K it keeps; past them the full replay, which streams, is used.

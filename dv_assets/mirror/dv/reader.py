@@ -20,7 +20,6 @@ from typing import Protocol
 
 from pyroaring import BitMap64
 
-from dv_assets.mirror.delta.paths import resolve_location
 from dv_assets.mirror.dv.codec import (
     FRAME_OVERHEAD,
     check_positions,
@@ -33,6 +32,7 @@ from dv_assets.mirror.dv.codec import (
 )
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError
 from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.locations import resolve_location
 
 DV_FILE_FORMAT_VERSION = 1
 # Where the first DV of a DV file starts, right after the version byte. Only a sort key for DVs without an

@@ -6,14 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from dv_assets.mirror.delta.paths import (
-    _resolve,
-    is_remote,
-    readers_keep_apart,
-    resolve_location,
-    table_root_of,
-)
+from dv_assets.mirror.delta.paths import readers_keep_apart
 from dv_assets.mirror.errors import MirrorInputError
+from dv_assets.mirror.locations import _resolve, is_remote, resolve_location, table_root_of
 
 ROOT = "/data/my table"
 
