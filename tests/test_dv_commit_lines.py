@@ -1,21 +1,19 @@
-"""A commit's DVs cross to Iceberg Java in compact lines (`ContentFileBatch.stageDeletionVectors`), every
-other content file as `ContentFileParser` JSON: both must give Iceberg the same delete files."""
+"""Content files cross to Iceberg Java in one line format (`iceberg/content_file_lines.py`, read by
+`ContentFileBatch.stage`): a DV in its short form, any content file as `ContentFileParser` JSON (the
+fallback). Both forms must give Iceberg the same delete files."""
 
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import pytest
+from pyspark.errors.exceptions.captured import IllegalArgumentException
 
-from dv_assets.mirror.iceberg.content_files import DeleteFile
-from dv_assets.mirror.iceberg.java import (
-    DV_LINES_FILE,
-    IcebergJava,
-    _split_dvs,
-    _write_content_file_lines,
-    _write_dv_lines,
-)
+from dv_assets.mirror.iceberg.content_file_lines import ADD_DELETE, split_short_dvs, write_content_files
+from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
+from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.mirror_table import CommitRequest
 from dv_assets.mirror.sync import sync_table
 
@@ -55,29 +53,24 @@ def test_dv_lines_stage_the_delete_files_their_json_stages(spark, copy_fixture, 
     )
     parser = spark._jvm.org.apache.iceberg.ContentFileParser
 
-    def staged(as_lines: bool) -> tuple[list[str], list[str]]:
+    def staged(short_dvs: bool) -> tuple[list[str], list[str]]:
         # As the mirror stages a version: validated from the snapshot it was planned on.
         row_delta = table.newRowDelta().validateFromSnapshot(table.currentSnapshot().snapshotId())
-        path = tmp_path / ("lines" if as_lines else "json") / "content-files.jsonl"
-        path.parent.mkdir()
-        if as_lines:
-            add, _ = _split_dvs(request.add_delete_files)
-            remove, _ = _split_dvs(request.remove_delete_files)
-            assert len(add) == len(remove) == len(current)
-            dv_path = path.with_name(DV_LINES_FILE)
-            count = _write_dv_lines((("remove-delete", remove), ("add-delete", add)), dv_path)
-            assert iceberg._batch.stageDeletionVectors(row_delta, str(dv_path), spec) == count
-        else:
-            count = _write_content_file_lines(request, path)
-            assert iceberg._batch.stage(row_delta, str(path), spec) == count
+        path = tmp_path / f"short-{short_dvs}.lines"
+        with path.open("w") as out:
+            count = write_content_files(out, request, short_dvs=short_dvs)
+        lines = path.read_text().splitlines()
+        assert any(line.startswith("puffin\t") for line in lines) == short_dvs
+        assert sum(line.split("\t", 1)[1].startswith("{") for line in lines) == (0 if short_dvs else count)
+        assert iceberg._batch.stage(row_delta, str(path), spec) == count
         assert count == 2 * len(current)
         snapshot = row_delta.apply()
         added = sorted(str(parser.toJson(f, spec)) for f in snapshot.addedDeleteFiles(io))
         removed = sorted(str(parser.toJson(f, spec)) for f in snapshot.removedDeleteFiles(io))
         return added, removed
 
-    json_added, json_removed = staged(as_lines=False)
-    lines_added, lines_removed = staged(as_lines=True)
+    json_added, json_removed = staged(short_dvs=False)
+    lines_added, lines_removed = staged(short_dvs=True)
     assert len(json_added) == len(json_removed) == len(current)
     assert lines_added == json_added
     assert lines_removed == json_removed
@@ -99,19 +92,81 @@ def test_a_path_with_a_line_break_goes_as_json(puffin: str, data_file: str) -> N
     parquet = dataclasses.replace(
         other, file_format="parquet", content_offset=None, content_size_in_bytes=None
     )
-    assert _split_dvs((dv, other, parquet)) == ([other], (dv, parquet))
+    assert split_short_dvs((dv, other, parquet)) == ([other], [dv, parquet])
+
+
+def _lines(request: CommitRequest, tmp_path: Path, **options: bool) -> tuple[int, list[str]]:
+    path = tmp_path / "lines"
+    with path.open("w") as out:
+        count = write_content_files(out, request, **options)
+    return count, path.read_text().splitlines()
 
 
 def test_dv_lines_name_each_puffin_file_once(tmp_path: Path) -> None:
     first = DeleteFile("/t/a.puffin", "puffin", (), 100, 3, "/t/x.parquet", 4, 20)
     second = dataclasses.replace(first, referenced_data_file="/t/y\tz.parquet", content_offset=24)
     elsewhere = dataclasses.replace(first, path="/t/b.puffin", partition=("p", 1))
-    path = tmp_path / DV_LINES_FILE
-    assert _write_dv_lines((("add-delete", [first, elsewhere, second]),), path) == 3
-    assert path.read_text().splitlines() == [
-        "puffin\t0\t100\t/t/a.puffin",
-        "add-delete\t4\t20\t3\t[]\t/t/x.parquet",
-        "add-delete\t24\t20\t3\t[]\t/t/y\tz.parquet",
-        "puffin\t0\t100\t/t/b.puffin",
-        'add-delete\t4\t20\t3\t["p",1]\t/t/x.parquet',
+    request = CommitRequest(delta_version=1, summary={}, add_delete_files=(first, elsewhere, second))
+    assert _lines(request, tmp_path) == (
+        3,
+        [
+            "puffin\t0\t100\t/t/a.puffin",
+            "add-delete\t4\t20\t3\t[]\t/t/x.parquet",
+            "add-delete\t24\t20\t3\t[]\t/t/y\tz.parquet",
+            "puffin\t0\t100\t/t/b.puffin",
+            'add-delete\t4\t20\t3\t["p",1]\t/t/x.parquet',
+        ],
+    )
+
+
+def test_every_content_file_is_a_line_of_one_format_removals_first(tmp_path: Path) -> None:
+    """Removed delete files, removed data files, added data files (unless they go apart), added
+    delete files: each `<action> TAB <content file>`, a DV that cannot go short as JSON."""
+    data = DataFile("/t/d.parquet", (), 500, 10)
+    gone = dataclasses.replace(data, path="/t/gone.parquet")
+    dv = DeleteFile("/t/a.puffin", "puffin", (), 100, 3, "/t/d.parquet", 4, 20)
+    broken = dataclasses.replace(dv, referenced_data_file="/t/line\nbreak.parquet")
+    request = CommitRequest(
+        delta_version=2,
+        summary={},
+        add_data_files=(data,),
+        remove_data_files=(gone,),
+        add_delete_files=(dv, broken),
+        remove_delete_files=(dv,),
+    )
+    count, lines = _lines(request, tmp_path)
+    assert count == 5
+    actions = [line.split("\t", 1)[0] for line in lines]
+    assert actions == [
+        "puffin",
+        "remove-delete",
+        "remove-data",
+        "add-data",
+        "puffin",
+        "add-delete",
+        "add-delete",
     ]
+    assert lines[3] == f"add-data\t{data.json_line()}"
+    assert json.loads(lines[-1].split("\t", 1)[1]) == broken.to_json()
+    assert _lines(request, tmp_path, data_files=False)[0] == 4
+    assert ADD_DELETE == "add-delete"
+
+
+@pytest.mark.parametrize(
+    ("lines", "refusal"),
+    [
+        ("add-delete\t4\t20\t3\t[]\t/t/x.parquet", "deletion vector line out of place"),
+        ("puffin\t0\t100\t/t/a.puffin\nadd-data\t4\t20\t3\t[]\t/t/x.parquet", "not a data file"),
+        ("puffin\t7\t100\t/t/a.puffin", "Puffin line not of partition spec 0"),
+        ("replace\t{}", "unknown content file action"),
+        ("no action at all", "content file line without an action"),
+    ],
+)
+def test_lines_out_of_the_format_are_refused(spark, tmp_path: Path, lines: str, refusal: str) -> None:
+    """Iceberg Java's reader refuses a line it cannot place, naming it; nothing is staged silently."""
+    spec = spark._jvm.org.apache.iceberg.PartitionSpec.unpartitioned()
+    path = tmp_path / "lines"
+    path.write_text(lines + "\n")
+    batch = IcebergJava(spark)._batch
+    with pytest.raises(IllegalArgumentException, match=refusal):
+        batch.stage(None, str(path), spec)

@@ -66,10 +66,20 @@ def _first_snapshot(spark: SparkSession, table: str) -> int:
 
 def _mirror_both_ways(spark: SparkSession, root: Path, name: str, **sync_args) -> tuple[str, str]:
     """The Delta table mirrored into `<name>_rows` (the row delta holds every data file) and into
-    `<name>_manifests` (data manifests of at most 250 files: the writer checks its size every 250)."""
+    `<name>_manifests` (data manifests of at most 250 files: the writer checks its size every 250, their
+    lines through the FIFO); and into `<name>_staged`, the same manifests from lines staged in a file
+    first (the route `make bench` compares the FIFO with), checked equal to the row delta's here."""
     held, streamed = f"first_version.{name}_rows", f"first_version.{name}_manifests"
+    staged = f"first_version.{name}_staged"
     sync_table(spark, root, held, iceberg=IcebergJava(spark, data_manifests=False), **sync_args)
     sync_table(spark, root, streamed, iceberg=IcebergJava(spark, manifest_target_bytes=1), **sync_args)
+    from_file = IcebergJava(spark, manifest_target_bytes=1, stream_data_files=False)
+    sync_table(spark, root, staged, iceberg=from_file, **sync_args)
+    from_fifo, from_staged = _first_snapshot(spark, streamed), _first_snapshot(spark, staged)
+    _assert_same_snapshot(spark, held, staged, (_first_snapshot(spark, held), from_staged))
+    assert len(_data_manifests(spark, staged, from_staged)) == len(
+        _data_manifests(spark, streamed, from_fifo)
+    )
     return held, streamed
 
 

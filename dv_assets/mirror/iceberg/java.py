@@ -8,9 +8,10 @@ the JSON of Iceberg's own `ContentFileParser`, so Iceberg Java builds its `DataF
 objects itself (py4j would otherwise box longs as Integers inside metrics maps and partition tuples),
 and they cross in bulk: one call per version stages all of them and one call per run reads the table's
 delete files back, through the project's helper `dev.dvmirror.ContentFileBatch` (jvm/src, built by
-`make jars`), never a round trip per file. The lines go through a private local file, streamed on both
-sides: the driver's Python and its JVM share a machine, and a large version never becomes one string.
-A first version's data files go through a FIFO, read by the JVM while Python still writes it.
+`make jars`), never a round trip per file, in one line format (`iceberg/content_file_lines.py`). The
+lines go through a private local file, streamed on both sides: the driver's Python and its JVM share a
+machine, and a large version never becomes one string. A first version's data files go through a FIFO,
+read by the JVM while Python still writes it.
 
 Each Delta version becomes one Iceberg transaction: optional schema/property updates and one row-delta
 snapshot, committed together or not at all.
@@ -24,8 +25,7 @@ import fcntl
 import json
 import os
 import tempfile
-from collections.abc import Callable, Collection, Iterable, Iterator
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,7 +34,8 @@ from pyspark import InheritableThread
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.errors import MirrorConflictError
-from dv_assets.mirror.iceberg.content_files import NO_METRICS, PUFFIN, DataFile, DeleteFile, partition_to_json
+from dv_assets.mirror.iceberg.content_file_lines import write_content_files, write_data_files
+from dv_assets.mirror.iceberg.content_files import DeleteFile
 from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_VERSION_SUMMARY,
     GC_ENABLED_PROPERTY,
@@ -61,8 +62,6 @@ _UNKNOWN_OUTCOME = "org.apache.iceberg.exceptions.CommitStateUnknownException"
 CONTENT_FILE_BATCH = "dev.dvmirror.ContentFileBatch"
 # Its one door into Iceberg's private members (`_stage_data_manifests`), checked when the catalog starts.
 ICEBERG_INTERNALS = "dev.dvmirror.IcebergInternals"
-# The DVs of a commit, in `ContentFileBatch.stageDeletionVectors`'s lines, beside the JSON lines.
-DV_LINES_FILE = "deletion-vectors.tsv"
 
 
 # Java exceptions (anywhere in the cause chain) that mean the catalog or storage could not be reached or
@@ -109,15 +108,23 @@ class IcebergJava:
     """Iceberg Java through the Spark session's `dvmirror` catalog."""
 
     def __init__(
-        self, spark: SparkSession, *, data_manifests: bool = True, manifest_target_bytes: int = 0
+        self,
+        spark: SparkSession,
+        *,
+        data_manifests: bool = True,
+        manifest_target_bytes: int = 0,
+        stream_data_files: bool = True,
     ) -> None:
         """`data_manifests`: a first version's data files go straight into manifests
         (`_stage_data_manifests`), each closed at `manifest_target_bytes` (0: the table's
         `commit.manifest.target-size-bytes`, as Iceberg's own writer); without, they are staged in the
-        row delta like every later version's (the tests compare the two)."""
+        row delta like every later version's (the tests compare the two). `stream_data_files`: their
+        lines go through a FIFO the JVM reads while this side writes it; without, through a file written
+        whole first, like every other line (`make bench` measures the two)."""
         self._spark = spark
         self._data_manifests = data_manifests
         self._manifest_target_bytes = manifest_target_bytes
+        self._stream_data_files = stream_data_files
         self._jvm = spark._jvm
         self._iceberg = self._jvm.org.apache.iceberg
         spark_catalog = spark._jsparkSession.sessionState().catalogManager().catalog(ICEBERG_CATALOG_NAME)
@@ -370,16 +377,10 @@ class IcebergJava:
         data_apart = (
             self._data_manifests and request.base_snapshot_id is None and bool(request.add_data_files)
         )
-        # DVs go in their compact lines (`_write_dv_lines`), every other content file as JSON.
-        add_dvs, add_deletes = _split_dvs(request.add_delete_files)
-        remove_dvs, remove_deletes = _split_dvs(request.remove_delete_files)
-        others = replace(request, add_delete_files=add_deletes, remove_delete_files=remove_deletes)
         with _lines_file() as path:
-            expected = _write_content_file_lines(others, path, data_files=not data_apart)
+            with path.open("w", encoding="utf-8", buffering=1 << 20) as out:
+                expected = write_content_files(out, request, data_files=not data_apart)
             staged = self._batch.stage(row_delta, str(path), spec)
-            dv_path = path.with_name(DV_LINES_FILE)
-            expected += _write_dv_lines((("remove-delete", remove_dvs), ("add-delete", add_dvs)), dv_path)
-            staged += self._batch.stageDeletionVectors(row_delta, str(dv_path), spec)
         if data_apart:
             expected += len(request.add_data_files)
             staged += self._stage_data_manifests(row_delta, txn.table(), request, spec)
@@ -399,32 +400,39 @@ class IcebergJava:
         appended to `row_delta` (`ContentFileBatch.stageDataManifests`); how many files they hold, as
         the manifest writer counted them.
 
-        The lines go through a FIFO: the JVM (on a thread of this process) parses them and writes the
-        manifests while this side still builds the next files' metrics, on the machine's other core.
-        Lines that end early (this side failed) fail the JVM's call on its count, never a partial stage.
+        The lines go through a FIFO (unless `stream_data_files` is off): the JVM (on a thread of this
+        process) parses them and writes the manifests while this side still builds the next files'
+        metrics, on the machine's other core; staged in a file first, the first version of 1,000,000
+        files takes longer (`make bench` prints the two). Lines that end early (this side failed) fail
+        the JVM's call on its count, never a partial stage.
         """
         expected = len(request.add_data_files)
-        with _lines_file() as path:
-            os.mkfifo(path, 0o600)
-            staging = _JvmCall(
-                lambda: list(
-                    self._batch.stageDataManifests(
-                        row_delta, table, str(path), spec, self._manifest_target_bytes, expected
-                    )
+
+        def stage(path: Path) -> list:
+            return list(
+                self._batch.stageDataManifests(
+                    row_delta, table, str(path), spec, self._manifest_target_bytes, expected
                 )
             )
-            try:
-                with _fifo_writer(path, staging) as out:
-                    for data_file in request.add_data_files:
-                        out.write(data_file.json_line())
-                        out.write("\n")
-            except BrokenPipeError:
-                pass  # the JVM stopped reading: its own error, raised by `result`, says why
-            except BaseException:
-                _wait_for_reader(path, staging)  # it fails on the count, deleting what it wrote
-                raise
-            _wait_for_reader(path, staging)
-            manifests = staging.result()
+
+        with _lines_file() as path:
+            if self._stream_data_files:
+                os.mkfifo(path, 0o600)
+                staging = _JvmCall(lambda: stage(path))
+                try:
+                    with _fifo_writer(path, staging) as out:
+                        write_data_files(out, request.add_data_files)
+                except BrokenPipeError:
+                    pass  # the JVM stopped reading: its own error, raised by `result`, says why
+                except BaseException:
+                    _wait_for_reader(path, staging)  # it fails on the count, deleting what it wrote
+                    raise
+                _wait_for_reader(path, staging)
+                manifests = staging.result()
+            else:
+                with path.open("w", encoding="utf-8", buffering=1 << 20) as out:
+                    write_data_files(out, request.add_data_files)
+                manifests = stage(path)
         self._written_manifests = [str(m.path()) for m in manifests]
         return sum(int(m.addedFilesCount()) for m in manifests)
 
@@ -568,79 +576,6 @@ def _lines_file() -> Iterator[Path]:
     """A private local file for content-file lines between this process and its JVM (same machine)."""
     with tempfile.TemporaryDirectory(prefix="dvmirror-") as folder:
         yield Path(folder) / "content-files.jsonl"
-
-
-def _write_content_file_lines(request: CommitRequest, path: Path, *, data_files: bool = True) -> int:
-    """The request's content files for `ContentFileBatch.stage`, streamed to `path`: `<action> TAB
-    <ContentFileParser JSON>` per line, removals first (without the added data files unless
-    `data_files`). Returns how many."""
-    batches: tuple[tuple[str, Collection[DataFile] | Collection[DeleteFile]], ...] = (
-        ("remove-delete", request.remove_delete_files),
-        ("remove-data", request.remove_data_files),
-        ("add-data", request.add_data_files if data_files else ()),
-        ("add-delete", request.add_delete_files),
-    )
-    dumps = json.JSONEncoder(separators=(",", ":")).encode
-    count = 0
-    with path.open("w", encoding="utf-8") as out:
-        for action, files in batches:
-            for content_file in files:
-                out.write(f"{action}\t{dumps(content_file.to_json())}\n")
-                count += 1
-    return count
-
-
-def _split_dvs(files: tuple[DeleteFile, ...]) -> tuple[list[DeleteFile], tuple[DeleteFile, ...]]:
-    """(the DVs `_write_dv_lines` can carry, the other delete files). A DV carries no metrics; its
-    lines end at a line break, so a path holding one goes as JSON."""
-    dvs: list[DeleteFile] = []
-    others: list[DeleteFile] = []
-    for delete_file in files:
-        # Run once per DV of a version (100,000 in some): `is` before the fields' comparison, `in` before
-        # a regular expression.
-        metrics, path, data_file = delete_file.metrics, delete_file.path, delete_file.referenced_data_file
-        compact = (
-            delete_file.file_format == PUFFIN
-            and (metrics is NO_METRICS or metrics == NO_METRICS)
-            and delete_file.content_offset is not None
-            and "\n" not in path
-            and "\r" not in path
-            and "\n" not in data_file
-            and "\r" not in data_file
-        )
-        (dvs if compact else others).append(delete_file)
-    return dvs, tuple(others)
-
-
-def _write_dv_lines(batches: Iterable[tuple[str, list[DeleteFile]]], path: Path) -> int:
-    """DVs for `ContentFileBatch.stageDeletionVectors`, streamed to `path`: a `puffin` line (spec id,
-    size, path) before the DVs of each Puffin file, then per DV `<action> TAB <content offset> TAB
-    <content size> TAB <cardinality> TAB <partition JSON> TAB <referenced data file>`. Returns how many
-    DVs. A version's DVs share a few Puffin files and partitions: each partition's JSON is made once."""
-    dumps = json.JSONEncoder(separators=(",", ":")).encode
-    partition_json: dict[Any, str] = {(): "[]"}
-    count = 0
-    with path.open("w", encoding="utf-8") as out:
-        for action, dvs in batches:
-            by_puffin: dict[tuple[int, int, str], list[DeleteFile]] = {}
-            for dv in dvs:
-                by_puffin.setdefault((dv.spec_id, dv.file_size_in_bytes, dv.path), []).append(dv)
-            for (spec_id, size, puffin_path), in_puffin in by_puffin.items():
-                out.write(f"puffin\t{spec_id}\t{size}\t{puffin_path}\n")
-                lines = []
-                for dv in in_puffin:
-                    partition = dv.partition
-                    key = partition if isinstance(partition, tuple) else json.dumps(partition, sort_keys=True)
-                    text = partition_json.get(key)
-                    if text is None:
-                        text = partition_json[key] = dumps(partition_to_json(partition))
-                    lines.append(
-                        f"{action}\t{dv.content_offset}\t{dv.content_size_in_bytes}\t{dv.record_count}"
-                        f"\t{text}\t{dv.referenced_data_file}\n"
-                    )
-                out.writelines(lines)
-                count += len(lines)
-    return count
 
 
 def _helper_class(jvm: Any, name: str) -> Any:

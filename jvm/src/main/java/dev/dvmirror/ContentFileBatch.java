@@ -10,6 +10,7 @@ import java.nio.file.Path;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.UUID;
 import java.util.stream.Stream;
 import org.apache.iceberg.ContentFile;
@@ -44,27 +45,44 @@ import org.apache.iceberg.util.JsonUtil;
 /**
  * Content files cross py4j in one call per version instead of several round trips per file.
  *
- * <p>Both directions use Iceberg's own {@link ContentFileParser} JSON, one file per line, so Iceberg
- * builds its {@code DataFile}/{@code DeleteFile} objects itself exactly as it would from single files.
+ * <p>One line format for everything staged ({@code dv_assets/mirror/iceberg/content_file_lines.py}
+ * writes it): {@code <action> TAB <content file>}, the action one of the constants below. The content
+ * file is, in general, Iceberg's own {@link ContentFileParser} JSON (it starts with {@code {}), so
+ * Iceberg builds its {@code DataFile}/{@code DeleteFile} objects itself exactly as it would from single
+ * files. A deletion vector has only a few fields, and building it with Iceberg's own {@link
+ * FileMetadata#deleteFileBuilder} costs a small fraction of parsing its JSON (a JSON tree per file, and a
+ * new partition tuple whose Avro schema is converted each time), so it may come in a short form:
+ *
+ * <ul>
+ *   <li>{@code puffin TAB <spec id> TAB <file size> TAB <path>}: the Puffin file of the DV lines that
+ *       follow (the path last, so it may hold tabs);
+ *   <li>{@code <action> TAB <content offset> TAB <content size> TAB <cardinality> TAB <partition JSON>
+ *       TAB <referenced data file>}: one DV of that Puffin file.
+ * </ul>
+ *
  * The lines travel through a local file that the Python driver and its JVM (always on one machine)
  * share, streamed on both sides, rather than as one large py4j string.
  */
 public final class ContentFileBatch {
-  /** Line prefixes of {@link #stage}: what to do with the file on the rest of the line. */
+  /** What to do with the content file on the rest of the line. */
   public static final String ADD_DATA = "add-data";
   public static final String REMOVE_DATA = "remove-data";
   public static final String ADD_DELETE = "add-delete";
   public static final String REMOVE_DELETE = "remove-delete";
+  private static final Set<String> ACTIONS = Set.of(ADD_DATA, REMOVE_DATA, ADD_DELETE, REMOVE_DELETE);
+  /** Not an action: the Puffin file the short DV lines after it are blobs of. */
+  public static final String PUFFIN = "puffin";
 
   private ContentFileBatch() {}
 
   /**
-   * Stages every file listed in the local file {@code linesFile} in {@code rowDelta}, read line by line
-   * (a version of 100,000 files never becomes one string on either side of py4j). Each line is
-   * {@code <action> TAB <json>}, the action one of the constants above. Returns how many were staged.
+   * Stages every content file listed in the local file {@code linesFile} in {@code rowDelta}, read
+   * line by line (a version of 100,000 files never becomes one string on either side of py4j). Returns
+   * how many were staged ({@code puffin} lines are not files).
    */
   public static int stage(RowDelta rowDelta, String linesFile, PartitionSpec spec) throws IOException {
     ObjectMapper mapper = JsonUtil.mapper();
+    ShortDeletionVectors dvs = new ShortDeletionVectors(mapper, spec);
     int staged = 0;
     try (Stream<String> lines = nonEmptyLines(linesFile)) {
       for (String line : (Iterable<String>) lines::iterator) {
@@ -73,13 +91,20 @@ public final class ContentFileBatch {
           throw new IllegalArgumentException("content file line without an action: " + abbreviate(line));
         }
         String action = line.substring(0, tab);
-        ContentFile<?> file = parse(mapper, line.substring(tab + 1), spec);
+        String rest = line.substring(tab + 1);
+        if (action.equals(PUFFIN)) {
+          dvs.puffin(rest, line);
+          continue;
+        }
+        if (!ACTIONS.contains(action)) {
+          throw new IllegalArgumentException("unknown content file action: " + abbreviate(line));
+        }
+        ContentFile<?> file = rest.startsWith("{") ? parse(mapper, rest, spec) : dvs.build(rest, line);
         switch (action) {
-          case ADD_DATA -> rowDelta.addRows((DataFile) file);
-          case REMOVE_DATA -> rowDelta.removeRows((DataFile) file);
-          case ADD_DELETE -> rowDelta.addDeletes((DeleteFile) file);
-          case REMOVE_DELETE -> rowDelta.removeDeletes((DeleteFile) file);
-          default -> throw new IllegalArgumentException("unknown content file action: " + action);
+          case ADD_DATA -> rowDelta.addRows(dataFile(file, line));
+          case REMOVE_DATA -> rowDelta.removeRows(dataFile(file, line));
+          case ADD_DELETE -> rowDelta.addDeletes(deleteFile(file, line));
+          default -> rowDelta.removeDeletes(deleteFile(file, line));
         }
         staged++;
       }
@@ -87,75 +112,70 @@ public final class ContentFileBatch {
     return staged;
   }
 
-  /** Lines of {@link #stageDeletionVectors}: the Puffin file the following DV lines are blobs of. */
-  public static final String PUFFIN = "puffin";
+  private static DataFile dataFile(ContentFile<?> file, String line) {
+    if (file instanceof DataFile data) {
+      return data;
+    }
+    throw new IllegalArgumentException("not a data file: " + abbreviate(line));
+  }
+
+  private static DeleteFile deleteFile(ContentFile<?> file, String line) {
+    if (file instanceof DeleteFile delete) {
+      return delete;
+    }
+    throw new IllegalArgumentException("not a delete file: " + abbreviate(line));
+  }
 
   /**
-   * Stages the deletion vectors listed in the local file {@code linesFile} in {@code rowDelta}, in a
-   * compact form: a DV has only a few fields, and building it with Iceberg's own {@link
-   * FileMetadata#deleteFileBuilder} costs a small fraction of parsing its {@link ContentFileParser}
-   * JSON (a JSON tree per file, and a new partition tuple whose Avro schema is converted each time).
-   * Lines:
-   *
-   * <ul>
-   *   <li>{@code puffin TAB <spec id> TAB <file size> TAB <path>}: the Puffin file of the DV lines
-   *       that follow (the path last, so it may hold tabs);
-   *   <li>{@code add-delete|remove-delete TAB <content offset> TAB <content size> TAB <cardinality>
-   *       TAB <partition JSON> TAB <referenced data file>}: one DV of that Puffin file.
-   * </ul>
-   *
-   * Each distinct partition JSON is parsed once, by {@link ContentFileParser} itself, so a partition
-   * value is read exactly as on the JSON path. Returns how many DVs were staged.
+   * The DVs of the short lines: one builder for every DV (every field a DV has is set again before each
+   * build, and a new builder of a partitioned spec would build a new partition tuple, its Avro schema,
+   * each time), each distinct partition JSON parsed once, by {@link ContentFileParser} itself, so a
+   * partition value is read exactly as on the JSON path.
    */
-  public static int stageDeletionVectors(RowDelta rowDelta, String linesFile, PartitionSpec spec)
-      throws IOException {
-    ObjectMapper mapper = JsonUtil.mapper();
-    Map<String, StructLike> partitions = new HashMap<>();
-    // One builder for every DV: every field a DV has is set again before each build, and a new
-    // builder of a partitioned spec would build a new partition tuple (its Avro schema) each time.
-    FileMetadata.Builder builder =
-        FileMetadata.deleteFileBuilder(spec).ofPositionDeletes().withFormat(FileFormat.PUFFIN);
-    boolean inPuffin = false;
-    int staged = 0;
-    try (Stream<String> lines = nonEmptyLines(linesFile)) {
-      for (String line : (Iterable<String>) lines::iterator) {
-        if (line.startsWith(PUFFIN + "\t")) {
-          String[] puffin = line.split("\t", 4);
-          if (puffin.length != 4 || Integer.parseInt(puffin[1]) != spec.specId()) {
-            throw new IllegalArgumentException(
-                "Puffin line not of partition spec " + spec.specId() + ": " + abbreviate(line));
-          }
-          builder.withFileSizeInBytes(Long.parseLong(puffin[2])).withPath(puffin[3]);
-          inPuffin = true;
-          continue;
-        }
-        String[] fields = line.split("\t", 6);
-        if (fields.length != 6 || !inPuffin) {
-          throw new IllegalArgumentException("deletion vector line out of place: " + abbreviate(line));
-        }
-        String partitionJson = fields[4];
-        StructLike partition = partitions.get(partitionJson);
-        if (partition == null) {
-          partition = parsePartition(mapper, partitionJson, spec);
-          partitions.put(partitionJson, partition);
-        }
-        DeleteFile dv =
-            builder
-                .withContentOffset(Long.parseLong(fields[1]))
-                .withContentSizeInBytes(Long.parseLong(fields[2]))
-                .withRecordCount(Long.parseLong(fields[3]))
-                .withPartition(partition)
-                .withReferencedDataFile(fields[5])
-                .build();
-        switch (fields[0]) {
-          case ADD_DELETE -> rowDelta.addDeletes(dv);
-          case REMOVE_DELETE -> rowDelta.removeDeletes(dv);
-          default -> throw new IllegalArgumentException("unknown deletion vector action: " + fields[0]);
-        }
-        staged++;
-      }
+  private static final class ShortDeletionVectors {
+    private final ObjectMapper mapper;
+    private final PartitionSpec spec;
+    private final Map<String, StructLike> partitions = new HashMap<>();
+    private final FileMetadata.Builder builder;
+    private boolean inPuffin = false;
+
+    ShortDeletionVectors(ObjectMapper mapper, PartitionSpec spec) {
+      this.mapper = mapper;
+      this.spec = spec;
+      this.builder =
+          FileMetadata.deleteFileBuilder(spec).ofPositionDeletes().withFormat(FileFormat.PUFFIN);
     }
-    return staged;
+
+    /** {@code fields}: a {@code puffin} line after its first tab. */
+    void puffin(String fields, String line) {
+      String[] puffin = fields.split("\t", 3);
+      if (puffin.length != 3 || Integer.parseInt(puffin[0]) != spec.specId()) {
+        throw new IllegalArgumentException(
+            "Puffin line not of partition spec " + spec.specId() + ": " + abbreviate(line));
+      }
+      builder.withFileSizeInBytes(Long.parseLong(puffin[1])).withPath(puffin[2]);
+      inPuffin = true;
+    }
+
+    /** {@code fields}: a short DV line after its action. */
+    DeleteFile build(String fields, String line) {
+      String[] dv = fields.split("\t", 5);
+      if (dv.length != 5 || !inPuffin) {
+        throw new IllegalArgumentException("deletion vector line out of place: " + abbreviate(line));
+      }
+      StructLike partition = partitions.get(dv[3]);
+      if (partition == null) {
+        partition = parsePartition(mapper, dv[3], spec);
+        partitions.put(dv[3], partition);
+      }
+      return builder
+          .withContentOffset(Long.parseLong(dv[0]))
+          .withContentSizeInBytes(Long.parseLong(dv[1]))
+          .withRecordCount(Long.parseLong(dv[2]))
+          .withPartition(partition)
+          .withReferencedDataFile(dv[4])
+          .build();
+    }
   }
 
   /** A partition tuple as {@link ContentFileParser} reads it, from the JSON of a DV of that partition. */
@@ -172,8 +192,8 @@ public final class ContentFileBatch {
   }
 
   /**
-   * Writes the data files listed in the local file {@code linesFile} (one {@link ContentFileParser}
-   * JSON per line) straight into new manifests of {@code table} (the transaction's table: its metadata
+   * Writes the data files listed in the local file {@code linesFile} ({@code add-data} lines of the
+   * format above) straight into new manifests of {@code table} (the transaction's table: its metadata
    * folder, format version and FileIO), each closed at {@code targetSizeBytes} (at most 0: the table's
    * {@code commit.manifest.target-size-bytes}, as Iceberg's own writer), and appends them to {@code
    * rowDelta}. Neither side of py4j holds every {@code DataFile}: a 1,000,000-file version would
@@ -238,10 +258,10 @@ public final class ContentFileBatch {
     try (Stream<String> lines = nonEmptyLines(linesFile)) {
       try {
         for (String line : (Iterable<String>) lines::iterator) {
-          ContentFile<?> file = parse(mapper, line, spec);
-          if (!(file instanceof DataFile dataFile)) {
-            throw new IllegalArgumentException("not a data file: " + abbreviate(line));
+          if (!line.startsWith(ADD_DATA + "\t{")) {
+            throw new IllegalArgumentException("not an add-data JSON line: " + abbreviate(line));
           }
+          DataFile dataFile = dataFile(parse(mapper, line.substring(ADD_DATA.length() + 1), spec), line);
           writer.add(dataFile);
           summary.addedFile(spec, dataFile);
           read++;
