@@ -143,7 +143,7 @@ test-sweep: setup
 # and Dagster sensor: Delta commit -> Iceberg snapshot); those alone: `.venv/bin/python benchmarks/bench.py
 # --only freshness` (a few minutes). Then issue 18's: the mirror vs Iceberg's own merge-on-read DELETE at 400
 # and 10,000 touched files (`--only iceberg`), and, with `--million`, the million-file figures
-# (benchmarks/million.py; about 8 minutes on a quiet 2-core machine, the FIFO figure 4 of them; the table built from hard links in about a minute).
+# (benchmarks/million.py; about 4 minutes on a quiet 2-core machine, the table built from hard links in about a minute).
 bench: setup
 	$(BIN)/python benchmarks/micro.py
 	$(BIN)/python benchmarks/bench.py --million

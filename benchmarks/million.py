@@ -13,12 +13,9 @@ file count and every file's deleted rows the builder meant, or the bench fails.
 
 Then, in a process of its own whose JVM heap is capped at HEAP, the first version of the big table (the
 checkpoint's, mirrored whole) after a warm-up on the small one, with its peak driver memory (Python peak
-RSS + JVM peak heap use); in a second such process, the same first version ROUTE_ROUNDS times with its
-data files' lines streamed through a FIFO and as many staged in a file first, alternating (the figure
-issue 30 keeps the FIFO by: the version itself at least 1.1x as long staged, medians); and in another, of
-the default heap (the cap would add garbage collection to a time figure), each later 10-file DELETE
-version in a run of its own (a new `sync_table` call in the running session, the mirror at the version
-before), at both sizes. Spark start-up is excluded.
+RSS + JVM peak heap use); and in another, of the default heap (the cap would add garbage collection to a
+time figure), each later 10-file DELETE version in a run of its own (a new `sync_table` call in the
+running session, the mirror at the version before), at both sizes. Spark start-up is excluded.
 """
 
 from __future__ import annotations
@@ -26,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -38,7 +34,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 
 from benchmarks.driver_memory import peaks, reset_peaks
 from benchmarks.figures import Figure, Unmeasured
-from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
@@ -52,7 +47,6 @@ CHECKPOINT_VERSION = 10  # Delta Spark's default delta.checkpointInterval
 FILES_PER_DELETE = 10
 FIRST_DV = range(0, ROWS_PER_FILE, 10)  # versions 1..10
 LATER_DV = range(0, ROWS_PER_FILE, 5)  # the measured versions: a superset, as a later DELETE gives
-ROUTE_ROUNDS = 3  # first versions through each route of the data files' lines (issue 30's FIFO figure)
 HEAP = "1536m"  # below the 2 GiB target: a JVM with room to spare lets garbage pile up to its limit
 
 
@@ -133,40 +127,6 @@ def _first_version(tmp: Path, files: int) -> dict:
     }
 
 
-def _data_file_routes(tmp: Path, files: int) -> dict:
-    """In a heap-capped process of its own catalog: the big table's first version mirrored ROUTE_ROUNDS
-    times through each route of its data files' lines to the JVM (the FIFO, as the mirror runs, and a
-    file staged whole first), the two alternating and each route first in every other round: each sync's
-    seconds, as the first-version figure times it, and the version's own (the log replay before it is
-    the same on both). Each mirror is unregistered and its folder removed once measured."""
-    spark = get_or_create_spark(MirrorSettings.resolve(catalog=CatalogConfig.under(tmp / "iceberg-routes")))
-    routes = {"fifo": IcebergJava(spark), "staged": IcebergJava(spark, stream_data_files=False)}
-    tables = _tables(tmp, files)
-    small, big = tables[SMALL_FILES][1], tables[files][1]
-    seconds: dict[str, list[float]] = {route: [] for route in routes}
-    version_seconds: dict[str, list[float]] = {route: [] for route in routes}
-    for round_ in range(-1, ROUTE_ROUNDS):  # round -1 warms both routes up on the small table
-        for route in list(routes) if round_ % 2 == 0 else list(reversed(routes)):
-            name = f"bench.routes_{route}"
-            began = time.monotonic()
-            result = sync_table(
-                spark,
-                small if round_ < 0 else big,
-                name,
-                until_version=CHECKPOINT_VERSION,
-                iceberg=routes[route],
-            )
-            if round_ >= 0:
-                seconds[route].append(time.monotonic() - began)
-                (first,) = result.versions
-                version_seconds[route].append(first.seconds)
-            location = routes[route].load(name).location  # type: ignore[union-attr]
-            routes[route].unregister(name)
-            shutil.rmtree(location.removeprefix("file:"))
-    spark.stop()
-    return {"seconds": seconds, "version_seconds": version_seconds}
-
-
 def _runs_of_their_own(tmp: Path, files: int, repeats: int) -> dict:
     """In a process of the default heap, the mirrors at CHECKPOINT_VERSION: each later version in a
     run of its own at both sizes (alternating), then the mirrors' contents checked."""
@@ -211,10 +171,6 @@ def _ms(seconds: list[float]) -> str:
     return ", ".join(f"{s * 1000:.0f}" for s in seconds)
 
 
-def _s(seconds: list[float]) -> str:
-    return ", ".join(f"{s:.1f}" for s in seconds)
-
-
 def million_figures(tmp: Path, files: int, repeats: int = 3) -> list[Figure | Unmeasured]:
     """Build both tables (timed), check them with delta-rs, measure in two processes of their own."""
     root = tmp / "million"
@@ -251,21 +207,6 @@ def million_figures(tmp: Path, files: int, repeats: int = 3) -> list[Figure | Un
         Figure(first_name, first["seconds"], "s", 60.0, True),
         Figure(f"peak driver memory, first version of {files:,} files", peak / 2**30, "GiB", 2.0, True),
     ]
-    # Issue 30: the FIFO stays only while it makes this version at least 10% faster than a staged file.
-    fifo_name = f"first version of {files:,} files: staged file / FIFO"
-    routes = _run_child(root, "routes", files, repeats, {**os.environ, "DVMIRROR_SPARK_DRIVER_MEMORY": HEAP})
-    if isinstance(routes, str):
-        figures.append(Unmeasured(fifo_name, routes))
-    else:
-        whole, alone_ = routes["seconds"], routes["version_seconds"]
-        fifo, staged = statistics.median(whole["fifo"]), statistics.median(whole["staged"])
-        print(
-            f"  first version of {files:,} files, median of {ROUTE_ROUNDS} each: {fifo:.1f} s with its data "
-            f"files' lines through a FIFO ({_s(whole['fifo'])}; the version itself "
-            f"{_s(alone_['fifo'])}), {staged:.1f} s staged in a file first ({_s(whole['staged'])}; the "
-            f"version itself {_s(alone_['staged'])})"
-        )
-        figures.append(Figure(fifo_name, staged / fifo, "x", 1.1, False))
     alone = _run_child(root, "alone", files, repeats, dict(os.environ))
     if isinstance(alone, str):
         return [*figures, Unmeasured(alone_name, alone)]
@@ -283,13 +224,11 @@ def main() -> None:
     parser.add_argument("--files", type=int, default=1_000_000, help="files of the big table")
     parser.add_argument("--repeats", type=int, default=3, help="10-file DELETE versions measured alone")
     parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
-    parser.add_argument("--part", choices=["first", "routes", "alone"], help=argparse.SUPPRESS)
+    parser.add_argument("--part", choices=["first", "alone"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child is not None:
         if args.part == "first":
             print(json.dumps(_first_version(args.child, args.files)))
-        elif args.part == "routes":
-            print(json.dumps(_data_file_routes(args.child, args.files)))
         else:
             print(json.dumps(_runs_of_their_own(args.child, args.files, args.repeats)))
         return

@@ -2,11 +2,10 @@
 JVM's `ContentFileBatch.stageDataManifests`), closed at a target size: the snapshot is the one the row
 delta gives when it holds every data file itself (files, counts, metrics, partitions, DVs, summary), it
 reads back the same through Iceberg Java, and a commit that fails leaves none of those manifests, nor
-does a stream of data files (the FIFO to the JVM) that fails part-way."""
+does a first version whose data files fail part-way while they are staged."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -14,10 +13,10 @@ from pyspark.sql import SparkSession
 
 from benchmarks.million import CHECKPOINT_VERSION, FILES_PER_DELETE, FIRST_DV, ROWS_PER_FILE, build
 from dv_assets.mirror.errors import MirrorConflictError
-from dv_assets.mirror.iceberg.java import IcebergJava, _fifo_writer, _JvmCall, _wait_for_reader
+from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.sync import sync_table
-from tests.helpers.faults import FailWhileStreaming, RaceAfterStaging
+from tests.helpers.faults import FailWhileStaging, RaceAfterStaging
 from tests.helpers.paths import DELTA_FIXTURES, expected_rows
 from tests.helpers.readers import current_snapshot_id, iceberg_java_rows
 from tests.helpers.rows import sorted_rows
@@ -66,20 +65,10 @@ def _first_snapshot(spark: SparkSession, table: str) -> int:
 
 def _mirror_both_ways(spark: SparkSession, root: Path, name: str, **sync_args) -> tuple[str, str]:
     """The Delta table mirrored into `<name>_rows` (the row delta holds every data file) and into
-    `<name>_manifests` (data manifests of at most 250 files: the writer checks its size every 250, their
-    lines through the FIFO); and into `<name>_staged`, the same manifests from lines staged in a file
-    first (the route `make bench` compares the FIFO with), checked equal to the row delta's here."""
+    `<name>_manifests` (data manifests of at most 250 files: the writer checks its size every 250)."""
     held, streamed = f"first_version.{name}_rows", f"first_version.{name}_manifests"
-    staged = f"first_version.{name}_staged"
     sync_table(spark, root, held, iceberg=IcebergJava(spark, data_manifests=False), **sync_args)
     sync_table(spark, root, streamed, iceberg=IcebergJava(spark, manifest_target_bytes=1), **sync_args)
-    from_file = IcebergJava(spark, manifest_target_bytes=1, stream_data_files=False)
-    sync_table(spark, root, staged, iceberg=from_file, **sync_args)
-    from_fifo, from_staged = _first_snapshot(spark, streamed), _first_snapshot(spark, staged)
-    _assert_same_snapshot(spark, held, staged, (_first_snapshot(spark, held), from_staged))
-    assert len(_data_manifests(spark, staged, from_staged)) == len(
-        _data_manifests(spark, streamed, from_fifo)
-    )
     return held, streamed
 
 
@@ -164,15 +153,14 @@ def test_the_manifests_of_a_first_version_that_did_not_land_are_deleted(
 def test_data_files_that_fail_part_way_leave_no_manifest_and_no_snapshot(
     spark: SparkSession, catalog: CatalogConfig, tmp_path: Path
 ) -> None:
-    """The 261st data file fails in Python while the JVM has already written a manifest of the 250
-    before it: the JVM's call fails on the count and deletes that manifest; the error is Python's; the
-    table has no snapshot; a rerun mirrors the version whole."""
+    """The 261st data file fails in Python while the data files are staged for the JVM: the error is
+    Python's, no manifest is written, the table has no snapshot; a rerun mirrors the version whole."""
     root = tmp_path / "t"
     build(root, 300, repeats=0)
     table = "first_version.broken_stream"
     with pytest.raises(RuntimeError, match="injected: data file 260 failed"):
         sync_table(
-            spark, root, table, iceberg=FailWhileStreaming(spark, after=260), until_version=CHECKPOINT_VERSION
+            spark, root, table, iceberg=FailWhileStaging(spark, after=260), until_version=CHECKPOINT_VERSION
         )
     assert current_snapshot_id(spark, table) is None
     manifests = Path(catalog.warehouse) / "first_version" / "broken_stream" / "metadata"
@@ -181,28 +169,3 @@ def test_data_files_that_fail_part_way_leave_no_manifest_and_no_snapshot(
     assert len(list(manifests.glob("dvmirror-*-m*.avro"))) == 1  # where they would have been
     summary = _summary(spark, table, current_snapshot_id(spark, table))  # type: ignore[arg-type]
     assert summary["total-data-files"] == "300"
-
-
-def test_a_fifo_whose_reader_failed_before_opening_it_is_not_waited_for(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    def fail() -> None:
-        raise ValueError("the reader failed first")
-
-    fifo = tmp_path / "lines"
-    os.mkfifo(fifo)
-    reader = _JvmCall(fail)
-    with pytest.raises(BrokenPipeError), _fifo_writer(fifo, reader):
-        pass
-    with pytest.raises(ValueError, match="failed first"):
-        reader.result()
-
-
-def test_a_reader_still_waiting_to_open_a_fifo_that_ends_early_reads_its_end(
-    spark: SparkSession, tmp_path: Path
-) -> None:
-    fifo = tmp_path / "lines"
-    os.mkfifo(fifo)
-    reader = _JvmCall(lambda: fifo.read_text())  # blocks in open until a writer comes
-    _wait_for_reader(fifo, reader)
-    assert reader.result() == ""

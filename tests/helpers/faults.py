@@ -173,9 +173,9 @@ class RaceAfterStaging(IcebergJava):
         sync_table(self._spark, self.root, self.table, until_version=self.until_version)
 
 
-class FailWhileStreaming(IcebergJava):
+class FailWhileStaging(IcebergJava):
     """Its first version's data files fail after `after` of them (as building one's metrics might),
-    while the JVM is reading the ones before through the FIFO (`IcebergJava._stage_data_manifests`)."""
+    while they are staged for the JVM (`IcebergJava._stage_data_manifests`)."""
 
     def __init__(self, spark: SparkSession, *, after: int) -> None:
         super().__init__(spark, manifest_target_bytes=1)

@@ -1,5 +1,5 @@
 """The one line format content files cross to Iceberg Java in (`ContentFileBatch.stage` and
-`.stageDataManifests`, jvm/src): pure text, written to a local file or FIFO by `iceberg/java.py`.
+`.stageDataManifests`, jvm/src): pure text, staged in a local file by `iceberg/java.py`.
 
 Each line is `<action> TAB <content file>`, the action one of `add-data`, `remove-data`, `add-delete`,
 `remove-delete`. The content file is, in general, Iceberg's own `ContentFileParser` JSON (it starts with

@@ -10,8 +10,7 @@ and they cross in bulk: one call per version stages all of them and one call per
 delete files back, through the project's helper `dev.dvmirror.ContentFileBatch` (jvm/src, built by
 `make jars`), never a round trip per file, in one line format (`iceberg/content_file_lines.py`). The
 lines go through a private local file, streamed on both sides: the driver's Python and its JVM share a
-machine, and a large version never becomes one string. A first version's data files go through a FIFO,
-read by the JVM while Python still writes it.
+machine, and a large version never becomes one string.
 
 Each Delta version becomes one Iceberg transaction: optional schema/property updates and one row-delta
 snapshot, committed together or not at all.
@@ -20,17 +19,13 @@ snapshot, committed together or not at all.
 from __future__ import annotations
 
 import contextlib
-import errno
-import fcntl
 import json
-import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from py4j.protocol import Py4JJavaError
-from pyspark import InheritableThread
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.errors import MirrorConflictError
@@ -108,23 +103,15 @@ class IcebergJava:
     """Iceberg Java through the Spark session's `dvmirror` catalog."""
 
     def __init__(
-        self,
-        spark: SparkSession,
-        *,
-        data_manifests: bool = True,
-        manifest_target_bytes: int = 0,
-        stream_data_files: bool = True,
+        self, spark: SparkSession, *, data_manifests: bool = True, manifest_target_bytes: int = 0
     ) -> None:
         """`data_manifests`: a first version's data files go straight into manifests
         (`_stage_data_manifests`), each closed at `manifest_target_bytes` (0: the table's
         `commit.manifest.target-size-bytes`, as Iceberg's own writer); without, they are staged in the
-        row delta like every later version's (the tests compare the two). `stream_data_files`: their
-        lines go through a FIFO the JVM reads while this side writes it; without, through a file written
-        whole first, like every other line (`make bench` measures the two)."""
+        row delta like every later version's (the tests compare the two)."""
         self._spark = spark
         self._data_manifests = data_manifests
         self._manifest_target_bytes = manifest_target_bytes
-        self._stream_data_files = stream_data_files
         self._jvm = spark._jvm
         self._iceberg = self._jvm.org.apache.iceberg
         spark_catalog = spark._jsparkSession.sessionState().catalogManager().catalog(ICEBERG_CATALOG_NAME)
@@ -398,41 +385,18 @@ class IcebergJava:
     def _stage_data_manifests(self, row_delta, table, request: CommitRequest, spec) -> int:
         """The request's data files written into new manifests under the table's metadata folder and
         appended to `row_delta` (`ContentFileBatch.stageDataManifests`); how many files they hold, as
-        the manifest writer counted them.
-
-        The lines go through a FIFO (unless `stream_data_files` is off): the JVM (on a thread of this
-        process) parses them and writes the manifests while this side still builds the next files'
-        metrics, on the machine's other core; staged in a file first, the first version of 1,000,000
-        files takes longer (`make bench` prints the two). Lines that end early (this side failed) fail
-        the JVM's call on its count, never a partial stage.
-        """
+        the manifest writer counted them. Their lines are staged in a file like every other line: a FIFO
+        the JVM read while this side wrote it made the first version of 1,000,000 files only 2% faster
+        (`benchmarks/million.py`, issue 30), not worth a second route."""
         expected = len(request.add_data_files)
-
-        def stage(path: Path) -> list:
-            return list(
+        with _lines_file() as path:
+            with path.open("w", encoding="utf-8", buffering=1 << 20) as out:
+                write_data_files(out, request.add_data_files)
+            manifests = list(
                 self._batch.stageDataManifests(
                     row_delta, table, str(path), spec, self._manifest_target_bytes, expected
                 )
             )
-
-        with _lines_file() as path:
-            if self._stream_data_files:
-                os.mkfifo(path, 0o600)
-                staging = _JvmCall(lambda: stage(path))
-                try:
-                    with _fifo_writer(path, staging) as out:
-                        write_data_files(out, request.add_data_files)
-                except BrokenPipeError:
-                    pass  # the JVM stopped reading: its own error, raised by `result`, says why
-                except BaseException:
-                    _wait_for_reader(path, staging)  # it fails on the count, deleting what it wrote
-                    raise
-                _wait_for_reader(path, staging)
-                manifests = staging.result()
-            else:
-                with path.open("w", encoding="utf-8", buffering=1 << 20) as out:
-                    write_data_files(out, request.add_data_files)
-                manifests = stage(path)
         self._written_manifests = [str(m.path()) for m in manifests]
         return sum(int(m.addedFilesCount()) for m in manifests)
 
@@ -510,65 +474,6 @@ class IcebergJava:
         """Remove the table from the catalog without deleting any file (never a purge: the data files
         are Delta's). False when there was no such table."""
         return bool(self._catalog.dropTable(self._identifier(table_name), False))
-
-
-class _JvmCall:
-    """A py4j call on a thread of its own, its result or error kept for `result`. PySpark's
-    InheritableThread: in pinned-thread mode its JVM thread ends with it."""
-
-    def __init__(self, call: Callable[[], Any]) -> None:
-        self._value: Any = None
-        self._error: BaseException | None = None
-        self._thread = InheritableThread(target=self._run, args=(call,), daemon=True)
-        self._thread.start()
-
-    def _run(self, call: Callable[[], Any]) -> None:
-        try:
-            self._value = call()
-        except BaseException as err:  # handed to the caller's thread by `result`
-            self._error = err
-
-    def wait(self, timeout: float | None = None) -> bool:
-        """Whether the call has ended (within `timeout` seconds)."""
-        self._thread.join(timeout)
-        return not self._thread.is_alive()
-
-    def result(self) -> Any:
-        self.wait()
-        if self._error is not None:
-            raise self._error
-        return self._value
-
-
-@contextlib.contextmanager
-def _fifo_writer(path: Path, reader: _JvmCall) -> Iterator[TextIO]:
-    """The FIFO `path` open for writing once `reader` has opened it: opening blocks until a reader
-    comes, so it is retried without blocking, and given up (BrokenPipeError) if the reader's call ends
-    first (it failed before reading)."""
-    while True:
-        try:
-            descriptor = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
-            break
-        except OSError as err:
-            if err.errno != errno.ENXIO:  # ENXIO: no reader yet
-                raise
-            if reader.wait(0.005):
-                raise BrokenPipeError(f"nothing read {path}") from None
-    os.set_blocking(descriptor, True)
-    with contextlib.suppress(OSError):  # a larger pipe (Linux): fewer switches between the two sides
-        fcntl.fcntl(descriptor, fcntl.F_SETPIPE_SZ, 1 << 20)
-    with open(descriptor, "w", encoding="utf-8", buffering=1 << 20) as out:
-        yield out
-
-
-def _wait_for_reader(path: Path, reader: _JvmCall) -> None:
-    """Until `reader`'s call has ended, once the writing side is closed: the FIFO opened and closed for
-    writing now and then, so that a reader (still, or again) waiting to open it reads its end at once
-    rather than waiting for a writer that is gone. No data goes in: a reader that has read all lines
-    ends as it would; one that has not fails on the count."""
-    while not reader.wait(0.005):
-        with contextlib.suppress(OSError):  # ENXIO: no reader waiting (yet, or any more)
-            os.close(os.open(path, os.O_WRONLY | os.O_NONBLOCK))
 
 
 @contextlib.contextmanager

@@ -210,8 +210,7 @@ public final class ContentFileBatch {
    * then fails, Iceberg does not delete them (an appended manifest becomes the table's only once
    * committed): the caller does.
    *
-   * <p>{@code linesFile} may be a FIFO the caller writes while this reads it: lines that end before
-   * {@code expectedFiles} files (the writer failed and closed it early) fail here, their manifests
+   * <p>Lines that end before {@code expectedFiles} files (a file cut short) fail here, their manifests
    * deleted, never staged as a complete version.
    */
   public static List<ManifestFile> stageDataManifests(
@@ -345,9 +344,7 @@ public final class ContentFileBatch {
 
   /**
    * The non-empty lines of the local file {@code linesFile}, read lazily (a version of 100,000 files
-   * never becomes one string on either side of py4j); close the stream when done. Through one reader,
-   * opened once: {@code Files.lines} opens a file twice when it cannot size it (a FIFO), and a writer
-   * that has written all and closed between the two opens would leave the second waiting for ever.
+   * never becomes one string on either side of py4j); close the stream when done.
    */
   private static Stream<String> nonEmptyLines(String linesFile) throws IOException {
     BufferedReader reader = Files.newBufferedReader(Path.of(linesFile), StandardCharsets.UTF_8);
