@@ -34,6 +34,7 @@ import shutil
 import sys
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -43,6 +44,8 @@ from dv_assets.dagster_warnings import silence_dagster_maturity_warnings
 from dv_assets.demo.ui import write_instance_settings
 
 if TYPE_CHECKING:
+    from dv_assets.defs.sources import DeltaSource
+    from dv_assets.demo.machinery import DemoMachinery
     from dv_assets.mirror import CatalogConfig, DeltaTable
 
 DAGSTER_HOME = Path.cwd() / ".dagster_home"
@@ -122,16 +125,38 @@ def metadata_text(metadata: Mapping[str, dg.MetadataValue], key: str) -> str:
     return "?" if value is None else str(value.value)
 
 
+@dataclass
+class Tally:
+    """What the demo's runs did, for the summary; `failed` names whatever did not pass."""
+
+    versions_mirrored: int = 0
+    dvs_copied: int = 0
+    checks_total: int = 0
+    checks_passed: int = 0
+    failed: list[str] = field(default_factory=list)
+
+    def count_checks(
+        self, evaluations: list[dg.AssetCheckEvaluation], checks_job_on: int | None = None
+    ) -> None:
+        self.checks_total += len(evaluations)
+        self.checks_passed += sum(e.passed for e in evaluations)
+        for e in evaluations:
+            if not e.passed:
+                where = f"v{e.partition}" if checks_job_on is None else f"v{checks_job_on}"
+                self.failed.append(
+                    f"{where} {e.check_name}" + ("" if checks_job_on is None else " (checks job)")
+                )
+
+
 def main() -> int:
     began = time.monotonic()
     quiet_output()
     from dv_assets.definitions import load_definitions
     from dv_assets.defs.factory import sources_of, spark_resource_of
-    from dv_assets.defs.maintenance import cleanup_run_config
     from dv_assets.defs.sources import VERSIONS_TAG
     from dv_assets.demo.machinery import demo_machinery, open_instance
     from dv_assets.demo.sample_table import build_sample_table
-    from dv_assets.mirror import DeltaTable, commit_facts, get_or_create_spark
+    from dv_assets.mirror import DeltaTable, get_or_create_spark
     from dv_assets.mirror.cli.output import child_stderr_to_log
 
     defs = load_definitions()
@@ -158,6 +183,8 @@ def main() -> int:
     say("[2/7] building the sample Delta table with Delta Spark (deletion vectors on)")
     latest = build_sample_table(spark, Path(demo.delta_path), progress=say)
 
+    tally = Tally()
+    delta = DeltaTable(demo.delta_path)
     with open_instance(DAGSTER_HOME) as instance, demo_machinery(instance) as machinery:
         say(f"[3/7] {demo.version_sensor_name}: one tick by Dagster's sensor daemon")
         tick = machinery.tick_sensor(demo.version_sensor_name)
@@ -167,96 +194,126 @@ def main() -> int:
             f"  tick {tick.status}: versions {found or 'none'}, {plural(len(runs), 'run')} requested, "
             f"cursor {tick.cursor}" + (f"; error: {tick.error}" if tick.error else "")
         )
-
         say("[4/7] the run queue launches it: every version materialized, each its own partition")
-        say(
-            "  DVs +added/~replaced/-removed: deletion vectors the Delta commit put on files that had none,"
-            " replaced by"
-        )
-        say(
-            "  larger ones, or dropped (with their files, e.g. OPTIMIZE); copied: DVs the mirror wrote into"
-            " Iceberg"
-        )
-        machinery.drain_queue()
-        delta = DeltaTable(demo.delta_path)
-        checks_total = checks_passed = dvs_copied = versions_mirrored = 0
-        failed: list[str] = []
-        for requested in runs:
-            result = machinery.outcome(requested.run_id)
-            evaluations = result.evaluations
-            checks_total += len(evaluations)
-            checks_passed += sum(e.passed for e in evaluations)
-            failed += [f"v{e.partition} {e.check_name}" for e in evaluations if not e.passed]
-            checks_of: dict[str, list[bool]] = {}
-            for e in evaluations:
-                checks_of.setdefault(e.partition or "", []).append(e.passed)
-            mirrored = {
-                m.partition: m.metadata
-                for m in result.materializations
-                if m.asset_key == dg.AssetKey(demo.mirror_asset_key)
-            }
-            for key in sorted((k for k in mirrored if k is not None), key=int):
-                copied_text = metadata_text(mirrored[key], "dvs_copied")
-                copied = int(copied_text) if copied_text.isdigit() else 0
-                dvs_copied += copied
-                versions_mirrored += 1
-                facts = commit_facts(delta, int(key))
-                passed = checks_of.get(key, [])
-                say(
-                    f"  v{key:>2} {facts.operation:<9} live rows {facts.live_rows:>4}, "
-                    f"DVs +{facts.dvs_added}/~{facts.dvs_updated}/-{facts.dvs_removed} -> snapshot "
-                    f"{metadata_text(mirrored[key], 'snapshot_id')}, {copied_text} copied, "
-                    f"checks {'passed' if passed and all(passed) else 'FAILED'}"
-                )
-            if not result.success:
-                say(f"  run for versions {requested.tags.get(VERSIONS_TAG)}: {result.run.status.value}")
-                failed.append(f"run for versions {requested.tags.get(VERSIONS_TAG)}")
-
+        mirror_the_backlog(machinery, demo, runs, delta, tally)
         say(f"[5/7] the checks-only job on the latest version ({latest}), then {demo.compacted_sensor_name}")
-        checks_run = machinery.launch_job(demo.checks_job_name, tags={"dagster/partition": str(latest)})
-        machinery.drain_queue()
-        checks = machinery.outcome(checks_run)
-        for evaluation in checks.evaluations:
-            checks_total += 1
-            checks_passed += evaluation.passed
-            if not evaluation.passed:
-                failed.append(f"v{latest} {evaluation.check_name} (checks job)")
-            say(f"  {evaluation.check_name}: {'passed' if evaluation.passed else 'FAILED'}")
-        if not checks.success:
-            failed.append(f"checks job {checks.run.status.value}")
-        compacted = machinery.tick_sensor(demo.compacted_sensor_name)
-        cleanup_runs = list(compacted.run_ids)
-        for run_id in cleanup_runs:
-            versions = machinery.outcome(run_id).run.tags.get("dvmirror/compacted-versions")
-            say(f"  tick {compacted.status}: versions {versions} dropped DVs, cleanup requested")
-        if not cleanup_runs:  # the retention applies anyway, as cleanup_schedule_<name> would
-            cleanup_runs = [machinery.launch_job(demo.cleanup_job_name, run_config=cleanup_run_config(demo))]
-        machinery.drain_queue()
-        cleanup = machinery.outcome(cleanup_runs[0])
-        totals = cleanup.output_metadata.get(demo.cleanup_op_name, {})
-        if not cleanup.success:
-            failed.append(f"cleanup job {cleanup.run.status.value}")
+        cleanup_totals = check_then_clean_up(machinery, demo, latest, tally)
 
     say("[6/7] DuckDB reads the newest mirrored version from the metadata file alone (no catalog)")
     duckdb_read = read_with_duckdb(catalog, demo.iceberg_table, delta)
-    final = commit_facts(delta, latest)
-    if duckdb_read is not None and not duckdb_read[0] == duckdb_read[1] == final.live_rows:
-        failed.append(
-            f"DuckDB read {duckdb_read[0]} rows, the mirror says {duckdb_read[1]}, Delta {final.live_rows}"
-        )
-    elapsed = time.monotonic() - began
     say("")
     say("[7/7] Summary")
+    summarize(demo, delta, latest, len(runs), tally, duckdb_read, cleanup_totals, time.monotonic() - began)
+    if tally.failed:
+        say(f"FAILED: {', '.join(tally.failed)} (the runs' logs: make ui; Spark's: {spark_log})")
+        return 1
+    Path(spark_log).unlink(missing_ok=True)
+    return 0
+
+
+def mirror_the_backlog(
+    machinery: DemoMachinery, demo: DeltaSource, runs: list[dg.DagsterRun], delta: DeltaTable, tally: Tally
+) -> None:
+    """The queue drained: each requested run's versions, one line each, and their checks."""
+    from dv_assets.defs.sources import VERSIONS_TAG
+    from dv_assets.mirror import commit_facts
+
     say(
-        f"  Delta versions mirrored : {versions_mirrored} (0..{latest}) in {plural(len(runs), 'run')}, "
+        "  DVs +added/~replaced/-removed: deletion vectors the Delta commit put on files that had none,"
+        " replaced by"
+    )
+    say(
+        "  larger ones, or dropped (with their files, e.g. OPTIMIZE); copied: DVs the mirror wrote into"
+        " Iceberg"
+    )
+    machinery.drain_queue()
+    for requested in runs:
+        result = machinery.outcome(requested.run_id)
+        tally.count_checks(result.evaluations)
+        checks_of: dict[str, list[bool]] = {}
+        for e in result.evaluations:
+            checks_of.setdefault(e.partition or "", []).append(e.passed)
+        mirrored = {
+            m.partition: m.metadata
+            for m in result.materializations
+            if m.asset_key == dg.AssetKey(demo.mirror_asset_key)
+        }
+        for key in sorted((k for k in mirrored if k is not None), key=int):
+            copied_text = metadata_text(mirrored[key], "dvs_copied")
+            tally.dvs_copied += int(copied_text) if copied_text.isdigit() else 0
+            tally.versions_mirrored += 1
+            facts = commit_facts(delta, int(key))
+            passed = checks_of.get(key, [])
+            say(
+                f"  v{key:>2} {facts.operation:<9} live rows {facts.live_rows:>4}, "
+                f"DVs +{facts.dvs_added}/~{facts.dvs_updated}/-{facts.dvs_removed} -> snapshot "
+                f"{metadata_text(mirrored[key], 'snapshot_id')}, {copied_text} copied, "
+                f"checks {'passed' if passed and all(passed) else 'FAILED'}"
+            )
+        if not result.success:
+            say(f"  run for versions {requested.tags.get(VERSIONS_TAG)}: {result.run.status.value}")
+            tally.failed.append(f"run for versions {requested.tags.get(VERSIONS_TAG)}")
+
+
+def check_then_clean_up(
+    machinery: DemoMachinery, demo: DeltaSource, latest: int, tally: Tally
+) -> Mapping[str, dg.MetadataValue]:
+    """The checks-only job on the latest version, one tick of the compacted-deletes sensor, and the
+    cleanup job (requested by that tick, or launched as its schedule would); the cleanup's totals."""
+    from dv_assets.defs.maintenance import cleanup_run_config
+
+    checks_run = machinery.launch_job(demo.checks_job_name, tags={"dagster/partition": str(latest)})
+    machinery.drain_queue()
+    checks = machinery.outcome(checks_run)
+    tally.count_checks(checks.evaluations, checks_job_on=latest)
+    for evaluation in checks.evaluations:
+        say(f"  {evaluation.check_name}: {'passed' if evaluation.passed else 'FAILED'}")
+    if not checks.success:
+        tally.failed.append(f"checks job {checks.run.status.value}")
+    compacted = machinery.tick_sensor(demo.compacted_sensor_name)
+    cleanup_runs = list(compacted.run_ids)
+    for run_id in cleanup_runs:
+        versions = machinery.outcome(run_id).run.tags.get("dvmirror/compacted-versions")
+        say(f"  tick {compacted.status}: versions {versions} dropped DVs, cleanup requested")
+    if not cleanup_runs:  # the retention applies anyway, as cleanup_schedule_<name> would
+        cleanup_runs = [machinery.launch_job(demo.cleanup_job_name, run_config=cleanup_run_config(demo))]
+    machinery.drain_queue()
+    cleanup = machinery.outcome(cleanup_runs[0])
+    if not cleanup.success:
+        tally.failed.append(f"cleanup job {cleanup.run.status.value}")
+    return cleanup.output_metadata.get(demo.cleanup_op_name, {})
+
+
+def summarize(
+    demo: DeltaSource,
+    delta: DeltaTable,
+    latest: int,
+    runs: int,
+    tally: Tally,
+    duckdb_read: tuple[int, int] | None,
+    cleanup_totals: Mapping[str, dg.MetadataValue],
+    elapsed: float,
+) -> None:
+    """The summary, and what switching the sensors on does; a DuckDB read that disagrees fails."""
+    from dv_assets.mirror import commit_facts
+
+    final = commit_facts(delta, latest)
+    if duckdb_read is not None and not duckdb_read[0] == duckdb_read[1] == final.live_rows:
+        tally.failed.append(
+            f"DuckDB read {duckdb_read[0]} rows, the mirror says {duckdb_read[1]}, Delta {final.live_rows}"
+        )
+    say(
+        f"  Delta versions mirrored : {tally.versions_mirrored} (0..{latest}) in {plural(runs, 'run')}, "
         "one Iceberg snapshot each"
     )
     say(f"  live rows at v{latest:<10}: {final.live_rows} in {plural(final.live_data_files, 'data file')}")
     say(
-        f"  DVs                     : {final.live_dvs} live in Delta at v{latest}, {dvs_copied} copied in all"
+        f"  DVs                     : {final.live_dvs} live in Delta at v{latest}, "
+        f"{tally.dvs_copied} copied in all"
     )
-    say(f"  checks passed           : {checks_passed}/{checks_total}")
+    say(f"  checks passed           : {tally.checks_passed}/{tally.checks_total}")
     say(f"  read by DuckDB          : {'skipped' if duckdb_read is None else f'{duckdb_read[0]} rows'}")
+    totals = cleanup_totals
     say(
         f"  cleanup                 : {metadata_text(totals, 'snapshots_expired')} snapshots expired, "
         f"{metadata_text(totals, 'files_reclaimed')} files / {metadata_text(totals, 'bytes_reclaimed')} "
@@ -272,11 +329,6 @@ def main() -> int:
         f" {demo.compacted_sensor_name}"
     )
     say("  requests the cleanup job after mirrored commits that dropped DVs (OPTIMIZE, REORG, DV updates).")
-    if failed:
-        say(f"FAILED: {', '.join(failed)} (the runs' logs: make ui; Spark's: {spark_log})")
-        return 1
-    Path(spark_log).unlink(missing_ok=True)
-    return 0
 
 
 if __name__ == "__main__":
