@@ -19,6 +19,21 @@ from dv_assets.mirror.settings import CatalogConfig, MirrorSettings, parse_prope
 S3_SCHEMES = ("s3://", "s3a://", "s3n://")
 
 
+def documented_subcommand(
+    commands: argparse._SubParsersAction, name: str, *, help: str, doc: str
+) -> argparse.ArgumentParser:
+    """A subcommand whose `--help` is its module's docstring: the first paragraph before the options,
+    the rest after them."""
+    first, *rest = doc.split("\n\n")
+    return commands.add_parser(
+        name,
+        help=help,
+        description=first,
+        epilog="\n\n".join(rest),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+
+
 def add_catalog_arguments(parser: argparse.ArgumentParser) -> None:
     """--catalog-uri, --catalog-property, --config, --warehouse: resolved by `MirrorSettings.resolve`."""
     parser.add_argument(

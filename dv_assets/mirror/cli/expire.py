@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 from dv_assets.mirror.cli.arguments import (
     add_catalog_arguments,
     check_catalog_reachable,
+    documented_subcommand,
     pyiceberg_reads,
     settings_from,
 )
@@ -58,12 +59,11 @@ def duration_hours(text: str) -> float:
 
 
 def add_parser(commands: argparse._SubParsersAction, epilog: str | None) -> None:
-    expire = commands.add_parser(
+    expire = documented_subcommand(
+        commands,
         "expire",
         help="expire a mirror's old snapshots and delete only the mirror's own files they alone used",
-        description=__doc__.split("\n\n")[0],
-        epilog="\n\n".join(__doc__.split("\n\n")[1:]),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=__doc__,
     )
     expire.add_argument("table", help="the mirror's Iceberg table, NAMESPACE.NAME")
     expire.add_argument(

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from dv_assets.mirror.cli.arguments import (
     add_catalog_arguments,
     check_catalog_reachable,
+    documented_subcommand,
     pyiceberg_reads,
     settings_from,
 )
@@ -53,12 +54,11 @@ if TYPE_CHECKING:  # pyspark and the checks: not for `dvmirror --help`
 
 
 def add_parser(commands: argparse._SubParsersAction, epilog: str | None) -> None:
-    verify = commands.add_parser(
+    verify = documented_subcommand(
+        commands,
         "verify",
         help="check that a mirrored Delta version is exact (the asset checks, outside Dagster)",
-        description=__doc__.split("\n\n")[0],
-        epilog="\n\n".join(__doc__.split("\n\n")[1:]),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        doc=__doc__,
     )
     verify.add_argument("table", help="the mirror's Iceberg table, NAMESPACE.NAME")
     verify.add_argument(
