@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 from pyspark.errors.exceptions.captured import IllegalArgumentException
 
-from dv_assets.mirror.iceberg.content_file_lines import ADD_DELETE, split_short_dvs, write_content_files
+from dv_assets.mirror.iceberg.content_file_lines import (
+    ADD_DATA,
+    ADD_DELETE,
+    PUFFIN_LINE,
+    REMOVE_DATA,
+    REMOVE_DELETE,
+    split_short_dvs,
+    write_content_files,
+)
 from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.mirror_table import CommitRequest
@@ -149,7 +157,18 @@ def test_every_content_file_is_a_line_of_one_format_removals_first(tmp_path: Pat
     assert lines[3] == f"add-data\t{data.json_line()}"
     assert json.loads(lines[-1].split("\t", 1)[1]) == broken.to_json()
     assert _lines(request, tmp_path, data_files=False)[0] == 4
-    assert ADD_DELETE == "add-delete"
+
+
+def test_the_line_words_are_the_readers_own(spark) -> None:
+    """The actions and the `puffin` word are written by Python and read by Java: the same five strings."""
+    batch = IcebergJava(spark)._batch
+    written = {ADD_DATA, REMOVE_DATA, ADD_DELETE, REMOVE_DELETE, PUFFIN_LINE}
+    read = {
+        str(getattr(batch, name))
+        for name in ("ADD_DATA", "REMOVE_DATA", "ADD_DELETE", "REMOVE_DELETE", "PUFFIN")
+    }
+    assert len(written) == 5
+    assert read == written
 
 
 @pytest.mark.parametrize(
