@@ -15,7 +15,9 @@ The expiry's own commit writes a metadata file, and Iceberg (`write.metadata.del
 `write.metadata.previous-versions-max`, both set on every mirror) then deletes the metadata files that
 fall off the end of the table's metadata log: those are reported too (`deleted_metadata_json`).
 
-Nothing else is ever deleted: no Delta data file, no Delta DV file, nothing in `_delta_log`.
+Nothing else is ever deleted: no Delta data file, no Delta DV file, nothing in `_delta_log`. And only a
+mirror is maintained here: a table without the mirror's `dvmirror.delta-table` property (another team's
+table, named by mistake) is refused before anything is expired or deleted (`check_is_mirror`).
 
 A dry run is answered without a JVM where pyiceberg reads the catalog (`plan_without_jvm`): which snapshots
 Iceberg's `ExpireSnapshots` would remove is computed here by its rules (`expired_snapshot_ids`), the
@@ -32,8 +34,14 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, Field
 
+from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.iceberg.layout import MirrorLayout
-from dv_assets.mirror.iceberg.mirror_table import MAX_REF_AGE_MS, ReferencedFiles, TableHistory
+from dv_assets.mirror.iceberg.mirror_table import (
+    DELTA_TABLE_PROPERTY,
+    MAX_REF_AGE_MS,
+    ReferencedFiles,
+    TableHistory,
+)
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.locations import comparable
 
@@ -224,6 +232,16 @@ def _metadata_json_sizes(io: FileIO, layout: MirrorLayout, locations: list[str])
     return sizes
 
 
+def check_is_mirror(table_name: str, properties: Mapping[str, str]) -> None:
+    """Refuse a table the mirror did not write: its snapshots and metadata files are its owner's."""
+    if DELTA_TABLE_PROPERTY not in properties:
+        raise MirrorInputError(
+            f"Iceberg table {table_name} is not a dv-mirror mirror (no {DELTA_TABLE_PROPERTY} property): "
+            "its snapshots and files are not the mirror's to expire; nothing expired or deleted",
+            table=table_name,
+        )
+
+
 def expire_and_reclaim(
     iceberg: IcebergJava,
     table_name: str,
@@ -239,6 +257,7 @@ def expire_and_reclaim(
     table = iceberg.load(table_name)
     if table is None:
         return report
+    check_is_mirror(table_name, table.properties)
     layout = MirrorLayout(table.location)
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
     report.snapshots_before = len(table.snapshots)
@@ -284,6 +303,7 @@ def plan_without_jvm(
     if found is None:
         return report
     state, files = found
+    check_is_mirror(table_name, state.properties)
     io = FileIO(catalog.storage_properties())
     layout = MirrorLayout(state.location)
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
