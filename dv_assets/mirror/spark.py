@@ -118,32 +118,53 @@ def _classpath_record(settings: MirrorSettings) -> Path:
 
 
 def resolved_jars(settings: MirrorSettings) -> list[str] | None:
-    """The jars an earlier run's Ivy resolution of the same coordinates gave, when all are still in the
-    cache: Spark then loads them as a jars folder's, without resolving again (Ivy takes seconds even on
-    a warm cache). None: resolve."""
+    """The jars an earlier run's Ivy resolution of the same coordinates gave, when the record is whole:
+    Spark then loads them as a jars folder's, without resolving again (Ivy takes seconds even on a warm
+    cache). None: resolve, as on any doubt; a damaged record never fails a run, it is only not used."""
     try:
-        jars = _classpath_record(settings).read_text().split()
-    except OSError:
+        lines = _classpath_record(settings).read_text(encoding="utf-8").splitlines()
+        recorded = [(int(size), jar) for size, jar in (line.split("\t", 1) for line in lines)]
+    except (OSError, ValueError):  # missing, unreadable, not UTF-8, or not `<size> TAB <path>` lines
         return None
-    cache = settings.ivy_dir / "jars"
-    # Trusted only whole: every jar a file of the Ivy cache (a damaged record resolves again).
-    whole = jars and all(Path(jar).is_relative_to(cache) and Path(jar).is_file() for jar in jars)
-    return jars if whole else None
+    cache = (settings.ivy_dir / "jars").resolve()
+    # Whole: each jar a file in the Ivy cache of the size recorded, and a jar for every package asked for.
+    for size, jar in recorded:
+        path = Path(jar)
+        try:
+            if not (path.resolve().is_relative_to(cache) and path.is_file() and path.stat().st_size == size):
+                return None
+        except OSError:
+            return None
+    names = {Path(jar).name for _, jar in recorded}
+    packages = maven_config(settings)["spark.jars.packages"].split(",")
+    if not recorded or any(_ivy_jar_name(package) not in names for package in packages):
+        return None
+    return [jar for _, jar in recorded]
+
+
+def _ivy_jar_name(package: str) -> str:
+    """The file name Spark's Ivy gives a package's jar in its cache: `<group>_<artifact>-<version>.jar`."""
+    group, artifact, version = package.split(":")
+    return f"{group}_{artifact}-{version}.jar"
 
 
 def _record_resolved_jars(settings: MirrorSettings, spark: SparkSession) -> None:
-    """Remember the jars Ivy resolved into the cache (pyspark lists them in spark.submit.pyFiles)."""
+    """Remember the jars Ivy resolved into the cache (pyspark lists them in spark.submit.pyFiles), with
+    their sizes. Best effort: a record that cannot be written is not one, and the run goes on."""
     conf = spark.sparkContext.getConf()
     cache = str(settings.ivy_dir / "jars") + os.sep
     listed = ",".join(conf.get(key, "") or "" for key in ("spark.submit.pyFiles", "spark.jars"))
     jars = sorted({j.removeprefix("file://") for j in listed.split(",") if j.endswith(".jar")})
-    jars = [j for j in jars if j.startswith(cache) and Path(j).is_file()]
+    jars = [j for j in jars if j.startswith(cache) and Path(j).is_file() and "\n" not in j]
     if not jars:
         return
     record = _classpath_record(settings)
     temporary = record.with_name(f"{record.name}.{os.getpid()}")
-    temporary.write_text("\n".join(jars) + "\n")
-    os.replace(temporary, record)  # atomic: a concurrent run reads the old record or this one
+    try:
+        temporary.write_text("".join(f"{Path(j).stat().st_size}\t{j}\n" for j in jars), encoding="utf-8")
+        os.replace(temporary, record)  # atomic: a concurrent run reads the old record or this one
+    except OSError:
+        temporary.unlink(missing_ok=True)
 
 
 def check_spark_can_start(settings: MirrorSettings, environ: Mapping[str, str] | None = None) -> None:
