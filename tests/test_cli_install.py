@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from dv_assets.mirror.java_runtime import MIN_JAVA, check_java, java_major
+from dv_assets.mirror.java_runtime import MIN_JAVA, check_java, java_major, java_version
 from tests.helpers.paths import DELTA_FIXTURES, REPO_ROOT
 from tests.helpers.processes import (
     clean_env,
@@ -113,7 +113,7 @@ def test_the_wheel_mirrors_verifies_and_expires_from_any_folder(installed: Path,
 
     # The jars came from Maven Central through Ivy: the packaged helper and the same jars as jvm/pom.xml's.
     [record] = (Path.home() / ".cache" / "dvmirror" / "ivy").glob("dvmirror-classpath-*.txt")
-    resolved = record.read_text().split()
+    resolved = [line.split("\t", 1)[1] for line in record.read_text().splitlines()]  # `<size> TAB <jar>`
     assert {_ivy_jar_name(j) for j in resolved} == {
         p.name for p in Path(jars_dir()).glob("*.jar") if p.name != "dvmirror-jvm.jar"
     }
@@ -164,8 +164,10 @@ def test_no_usable_java_is_one_line_before_anything_starts(java: str, tmp_path: 
 def test_java_versions_are_read_as_their_feature_release() -> None:
     assert [java_major(v) for v in ("1.8.0_292", "11.0.2", "17.0.15", "21", "25-ea")] == [8, 11, 17, 21, 25]
     assert java_major("unknown") is None
-    # The Java on this machine (the suite's own Spark runs on it) passes.
-    assert check_java().is_file()
+    # The Java on this machine (the suite's own Spark runs on it) passes, as the Java it is.
+    found = check_java()
+    assert found.is_file()
+    assert (java_major(java_version(found) or "") or 0) >= MIN_JAVA
 
 
 def test_an_unwritable_ivy_cache_is_one_line_before_anything_starts(tmp_path: Path) -> None:
