@@ -120,22 +120,13 @@ def retire_expired_partitions(
     return retired
 
 
-def pyiceberg_reads(catalog: CatalogConfig) -> bool:
-    """Whether pyiceberg has a counterpart of the catalog's kind (it reads the table without a JVM)."""
-    try:
-        catalog.pyiceberg_properties()
-    except ValueError:
-        return False
-    return True
-
-
 def planned_without_jvm(
     catalog: CatalogConfig, source: DeltaSource, *, dry_run: bool
 ) -> tuple[MirrorTable | None, MaintenanceReport | None]:
     """The table (read with pyiceberg) and the cleanup's report when it is known without a JVM: a dry run,
     or nothing to expire or reclaim (the report is then the whole cleanup). (None, None) when Spark must
     do it: snapshots to expire or files to reclaim, or a catalog pyiceberg cannot read."""
-    if not pyiceberg_reads(catalog):
+    if not catalog.pyiceberg_reads():
         return None, None
     before = read_mirror_table(catalog, source.iceberg_table)
     plan = plan_without_jvm(catalog, source.iceberg_table, source.retention)
@@ -175,11 +166,14 @@ def build_cleanup_job(sources: list[DeltaSource], job_name: str, op_name: str) -
             raise dg.Failure(description=f"unknown sources {unknown}; configured: {sorted(by_name)}")
         totals = {"files_reclaimed": 0, "bytes_reclaimed": 0, "snapshots_expired": 0}
         rows = []
+        iceberg: IcebergJava | None = (
+            None  # Spark and Iceberg Java, started on the first table that needs them
+        )
         for name in config.sources or list(by_name):
             source = by_name[name]
             before, report = planned_without_jvm(spark.settings.catalog, source, dry_run=config.dry_run)
             if report is None:  # something to expire or reclaim (or no pyiceberg reader): Spark does it
-                iceberg = IcebergJava(spark.spark_session)  # started once, on the first such table
+                iceberg = iceberg or IcebergJava(spark.spark_session)
                 before = iceberg.load(source.iceberg_table)  # the expired snapshots' Delta versions
                 report = expire_and_reclaim(
                     iceberg, source.iceberg_table, source.retention, dry_run=config.dry_run

@@ -218,6 +218,14 @@ class CatalogConfig:
         # Every read sees the latest commit, whichever engine made it (overridable).
         return {"cache-enabled": "false", **self.properties}
 
+    def pyiceberg_reads(self) -> bool:
+        """Whether pyiceberg has a counterpart of the catalog's kind (it reads the table without a JVM)."""
+        try:
+            self.pyiceberg_properties()
+        except ValueError:
+            return False
+        return True
+
     def pyiceberg_properties(self) -> dict[str, str]:
         """The same catalog for pyiceberg's `load_catalog`: its own `type` names, a SQLAlchemy URI for
         a JDBC catalog, and without the Java-only keys."""

@@ -66,15 +66,6 @@ def settings_from(args: argparse.Namespace, delta_location: str | None = None) -
     )
 
 
-def pyiceberg_reads(settings: MirrorSettings) -> bool:
-    """Whether pyiceberg has a counterpart of the catalog's kind (it reads the table without a JVM)."""
-    try:
-        settings.catalog.pyiceberg_properties()
-    except ValueError:
-        return False
-    return True
-
-
 def not_a_local_delta_table(location: str) -> str | None:
     """Why a local Delta table location cannot be one, answered before any JVM (None: it may be; a URI
     is left to the sync)."""
@@ -104,7 +95,7 @@ def position_without_jvm(
     """Where an existing mirror stands, read without a JVM (pyiceberg and the Delta log) through the
     checks a sync itself makes (`mirror_position`: the same refusals, MirrorInputError); None when Spark
     is needed to tell: no mirror yet, or a catalog pyiceberg cannot read."""
-    if not pyiceberg_reads(settings):
+    if not settings.catalog.pyiceberg_reads():
         return None
     # Its sqlite catalog logs a warning on a catalog Iceberg Java created: stderr holds one line.
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)

@@ -27,7 +27,6 @@ from dv_assets.mirror.cli.arguments import (
     add_catalog_arguments,
     check_catalog_reachable,
     documented_subcommand,
-    pyiceberg_reads,
     settings_from,
 )
 from dv_assets.mirror.cli.output import (
@@ -194,7 +193,7 @@ def run(args: argparse.Namespace) -> int:
         # Its sqlite catalog logs a warning on a catalog Iceberg Java created: stderr holds one line.
         logging.getLogger("pyiceberg.catalog.sql").setLevel(logging.ERROR)
         before = None
-        if pyiceberg_reads(settings):
+        if settings.catalog.pyiceberg_reads():
             before = read_mirror_table(settings.catalog, args.table)
             if (refusal := _refusal(args.table, before)) is not None:
                 return _fail(args, EXIT_BAD_INPUT, refusal)

@@ -31,7 +31,6 @@ from dv_assets.mirror.cli.arguments import (
     add_catalog_arguments,
     check_catalog_reachable,
     documented_subcommand,
-    pyiceberg_reads,
     settings_from,
 )
 from dv_assets.mirror.cli.output import (
@@ -155,7 +154,7 @@ def _reader(
 ) -> tuple[MirrorTable | None, Callable[[int], SnapshotFiles]]:
     """The mirror table, and a reader of its snapshots' content files: pyiceberg when it reads the
     catalog (no JVM), else Iceberg Java through Spark. Both read the same manifests: the same rows."""
-    if pyiceberg_reads(settings):
+    if settings.catalog.pyiceberg_reads():
         from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table, read_snapshot_files
 
         return read_mirror_table(settings.catalog, args.table), lambda snapshot_id: read_snapshot_files(
