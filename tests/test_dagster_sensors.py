@@ -16,7 +16,7 @@ from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import definitions, evaluate_sensor, make_source, record_tick
 from tests.helpers.delta_log import set_commit_time
-from tests.helpers.paths import DELTA_FIXTURES
+from tests.helpers.paths import DELTA_FIXTURES, expected_versions
 from tests.helpers.processes import free_port
 
 RANGE_START, RANGE_END = "dagster/asset_partition_range_start", "dagster/asset_partition_range_end"
@@ -184,6 +184,9 @@ def test_a_first_deploy_requests_one_run_per_table_behind_and_no_cleanup_flood(
     for source in mirrored:
         sync_table(spark, source.delta_path, source.iceberg_table)
     sources = [*compacting, *small]
+    # The fixtures' versions, as delta-rs read them.
+    compacting_versions = expected_versions("dv-partitioned-with-checkpoint")
+    small_versions = expected_versions("table-with-dv-small")
     defs = definitions(sources, catalog)
     with dg.instance_for_test() as instance:
         tick = evaluate_sensor(defs, "delta_version_sensor", instance, None)
@@ -191,13 +194,16 @@ def test_a_first_deploy_requests_one_run_per_table_behind_and_no_cleanup_flood(
         assert sorted(r.run_key for r in tick.run_requests) == sorted(f"{s.name}:v0-1" for s in small[1:])
         added = {r.partitions_def_name: list(r.partition_keys) for r in tick.dynamic_partitions_requests}
         assert added == {
-            **{s.partitions_name: [str(v) for v in range(16)] for s in compacting},
-            **{s.partitions_name: ["0", "1"] for s in small},
+            **{s.partitions_name: [str(v) for v in compacting_versions] for s in compacting},
+            **{s.partitions_name: [str(v) for v in small_versions] for s in small},
         }
         record_tick(instance, tick)
         cleanup = evaluate_sensor(defs, "compacted_deletes_sensor", instance, None)
         assert cleanup.run_requests == []  # the compactions at v6-v13 were mirrored before it looked
-        assert json.loads(cleanup.cursor) == {**{s.name: 15 for s in compacting}, small[0].name: 1}
+        assert json.loads(cleanup.cursor) == {
+            **{s.name: compacting_versions[-1] for s in compacting},
+            small[0].name: small_versions[-1],
+        }
 
         # The mirrored tables are settled: the next tick lists their logs only and requests nothing.
         cursor = json.loads(tick.cursor)
