@@ -6,9 +6,11 @@ does), from a folder outside the checkout, three ways, alternated REPEAT times:
 1. a jars folder (DVMIRROR_JARS, what `make jars` fills): the baseline;
 2. no jars folder, a second run: the package's helper jar and the jars an earlier run's Ivy resolution put
    in the cache (remembered, so no resolution): target <= 1 s over (1);
-3. no jars folder, Ivy resolving again on a warm cache (the record of (2) removed): what (2) saves.
+3. no jars folder, Ivy resolving again on a warm cache (the record of (2) removed): what (2) saves, as
+   a ratio of (3) over (2) (target >= 1: the remembered jars must never start slower than resolving).
 
-Before them, the first run of all on an empty Ivy cache (downloads from Maven Central), once.
+Before them, the first run of all on an empty Ivy cache (downloads from Maven Central), once: target
+<= 60 s over (1), the longest a new user's first command should wait beyond every later one's.
 """
 
 from __future__ import annotations
@@ -72,11 +74,11 @@ def install_figures(tmp: Path) -> list[Figure | Unmeasured]:
     return [
         Figure(name, statistics.median(second) - base, "s", 1.0, True),
         Figure(
-            "Ivy resolution on a warm cache: start-up over local jars",
-            statistics.median(resolving) - base,
-            "s",
+            "start-up with Ivy resolving on a warm cache / remembered jars",
+            statistics.median(resolving) / statistics.median(second),
+            "x",
             1.0,
-            True,
+            False,
         ),
         Figure("first run, empty Ivy cache: start-up over local jars", cold - base, "s", 60.0, True),
     ]
