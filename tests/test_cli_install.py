@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,7 +23,8 @@ from pathlib import Path
 import pytest
 
 from dv_assets.mirror.java_runtime import MIN_JAVA, check_java, java_major, java_version
-from tests.helpers.paths import DELTA_FIXTURES, REPO_ROOT
+from dv_assets.mirror.spark import PACKAGED_HELPER
+from tests.helpers.paths import REPO_ROOT
 from tests.helpers.processes import (
     clean_env,
     jars_dir,
@@ -36,7 +36,6 @@ from tests.helpers.processes import (
 )
 
 pytestmark = pytest.mark.system
-PACKAGED_JAR = REPO_ROOT / "dv_assets" / "mirror" / "jars" / "dvmirror-jvm.jar"
 TABLE = "table-with-dv-small"
 
 
@@ -49,7 +48,7 @@ def _ivy_jar_name(path: str) -> str:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtual environment holding the built wheel and its dependencies at the lock's versions."""
     tmp = tmp_path_factory.mktemp("install")
-    assert PACKAGED_JAR.is_file(), f"no {PACKAGED_JAR}: `make setup` (or `make wheel`) puts it there"
+    assert PACKAGED_HELPER.is_file(), f"no {PACKAGED_HELPER}: `make setup` (or `make wheel`) puts it there"
     built = subprocess.run(
         [
             sys.executable,
@@ -82,11 +81,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
-def test_the_wheel_mirrors_verifies_and_expires_from_any_folder(installed: Path, tmp_path: Path) -> None:
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    table = elsewhere / TABLE
-    shutil.copytree(DELTA_FIXTURES / TABLE, table)
+def test_the_wheel_mirrors_verifies_and_expires_from_any_folder(
+    installed: Path, tmp_path: Path, copy_fixture
+) -> None:
+    table = copy_fixture(TABLE, f"elsewhere/{TABLE}")
+    elsewhere = table.parent
     dvmirror = installed / "bin" / "dvmirror"
     env = outside_env()  # no DVMIRROR_JARS, no PYTHONPATH: the installed package alone
     where = run(
@@ -136,9 +135,8 @@ def test_the_wheel_mirrors_verifies_and_expires_from_any_folder(installed: Path,
 
 
 @pytest.mark.parametrize("java", ["none on the PATH", "JAVA_HOME nowhere"])
-def test_no_usable_java_is_one_line_before_anything_starts(java: str, tmp_path: Path) -> None:
-    table = tmp_path / TABLE
-    shutil.copytree(DELTA_FIXTURES / TABLE, table)
+def test_no_usable_java_is_one_line_before_anything_starts(java: str, tmp_path: Path, copy_fixture) -> None:
+    copy_fixture(TABLE)
     env = (
         no_java_env()
         if java == "none on the PATH"
@@ -170,9 +168,9 @@ def test_java_versions_are_read_as_their_feature_release() -> None:
     assert (java_major(java_version(found) or "") or 0) >= MIN_JAVA
 
 
-def test_an_unwritable_ivy_cache_is_one_line_before_anything_starts(tmp_path: Path) -> None:
+def test_an_unwritable_ivy_cache_is_one_line_before_anything_starts(tmp_path: Path, copy_fixture) -> None:
     """Ivy waits forever for a lock it cannot create: the CLI says so instead (no jars folder given)."""
-    shutil.copytree(DELTA_FIXTURES / TABLE, tmp_path / TABLE)
+    copy_fixture(TABLE)
     (tmp_path / "a-file").write_text("")
     ivy = tmp_path / "a-file" / "ivy"
     env = clean_env("DVMIRROR_", "DAGSTER_", PYTHONPATH=str(REPO_ROOT), DVMIRROR_IVY=str(ivy))
