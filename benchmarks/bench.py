@@ -6,7 +6,7 @@ out as Delta's PROTOCOL.md says: `SyntheticTable` of testkit/synthetic.py), exce
 figure's, which Delta Spark writes and rewrites:
 
     .venv/bin/python benchmarks/bench.py [--files 100000] [--dvs 10000] [--memory-dvs 100000]
-        [--backlog 200] [--only backlog|freshness|iceberg|install|million|fleet] [--million]
+        [--backlog 200] [--only backlog|freshness|iceberg|install|million|fleet|object-store] [--million]
         [--million-files 1000000] [--repeats 3]
 
 Spark start-up is excluded from every time. Figures: per-version cost at 100,000 files vs 100 files;
@@ -61,6 +61,7 @@ from benchmarks.freshness import freshness_figures
 from benchmarks.iceberg_side_by_side import iceberg_side_by_side_figures
 from benchmarks.install import install_figures
 from benchmarks.million import million_figures
+from benchmarks.object_store import object_store_figures
 from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.factory import build_definitions
 from dv_assets.defs.iceberg.checks import CHECK_NAMES, ONE_DV
@@ -423,13 +424,19 @@ def main() -> None:
     parser.add_argument("--backlog", type=int, default=200, help="versions of the Dagster backlog run")
     parser.add_argument(
         "--only",
-        choices=["backlog", "freshness", "iceberg", "install", "million", "fleet"],
+        choices=["backlog", "freshness", "iceberg", "install", "million", "fleet", "object-store"],
         help="measure these figures only",
     )
     parser.add_argument(
         "--million", action="store_true", help="also the million-file figures (benchmarks/million.py)"
     )
     parser.add_argument("--million-files", type=int, default=1_000_000, help="files of the million table")
+    parser.add_argument(
+        "--object-store-files", type=int, default=100_000, help="files of the table on S3 (object-store)"
+    )
+    parser.add_argument(
+        "--object-store-delay-ms", type=float, default=10.0, help="the S3 proxy's delay per request"
+    )
     parser.add_argument("--repeats", type=int, default=3, help="repetitions of the issue-18 figures (median)")
     parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -467,6 +474,10 @@ def main() -> None:
             figures += fleet_figures(tmp)
             figures += dagster_fleet_figures(tmp, mirrored=True, daemon_seconds=300)
             figures += dagster_run_figures(tmp)
+        if args.only in (None, "object-store"):
+            figures += object_store_figures(
+                spark, settings.catalog, tmp, args.object_store_files, args.object_store_delay_ms
+            )
         if args.only is None:
             figures += install_figures(tmp)
         if (args.only is None and args.million) or args.only == "million":

@@ -18,7 +18,7 @@ scheduled here:
   counters), nothing that grows with rounds or versions (a pass's results are handed to the listener
   and dropped).
 * **polled cheaply**: while following, the tables not due are polled every `interval` seconds with one
-  stat call for all of them (the next commit file and the last mirrored one of each, `LogWatch`).
+  poll for all of them (whether each next commit file exists, then the last mirrored one of each, `LogWatch`).
 * **stoppable**: `stop` (SIGTERM/SIGINT through `follow.stop_on_signals`) is asked between versions; the
   versions in flight finish, their commit and outcome included; nothing half-written is left.
 """
@@ -268,19 +268,25 @@ def _queue_times(states: Sequence[TableState], io: FileIO) -> None:
 
 
 def _poll(idle: Sequence[TableState], io: FileIO) -> None:
-    """One stat call for every idle table's next commit file and last mirrored one; those that changed
-    become due, queued by when their next commit was written."""
+    """Whether each idle table's next commit file exists (all asked at once), then one stat call for the
+    last mirrored commit of those without one and for the new commits found (when they were written);
+    those that changed become due, queued by when their next commit was written."""
     watched = [s for s in idle if s.mirrored_version is not None]
     for state in idle:
         if state.mirrored_version is None:
             state.due = True
-    paths = [p for s in watched for p in s.watch.poll_paths(s.mirrored_version)]  # type: ignore[arg-type]
-    infos = io.stat_many(paths)
-    for index, state in enumerate(watched):
-        pair = infos[2 * index : 2 * index + 2]
-        if LogWatch.changed_from(pair, state.last_commit):
+    next_paths = [s.watch.commit_file(s.mirrored_version + 1) for s in watched]  # type: ignore[operator]
+    exists = io.exists_many(next_paths)
+    # For a table with a new commit: the commit's stat (its time); else: the last mirrored commit's.
+    asked = [
+        next_paths[i] if found else s.watch.commit_file(s.mirrored_version)  # type: ignore[arg-type]
+        for i, (s, found) in enumerate(zip(watched, exists, strict=True))
+    ]
+    infos = io.stat_many(asked)
+    for state, found, info in zip(watched, exists, infos, strict=True):
+        if LogWatch.changed_from(found, None if found else info, state.last_commit):
             state.due = True
-            written = pair[0].mtime_s if pair[0].exists else None
+            written = info.mtime_s if found and info.exists else None
             state.pending_since = -math.inf if written is None else written
 
 

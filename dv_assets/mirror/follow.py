@@ -127,8 +127,9 @@ class CommitFile:
 
 
 class LogWatch:
-    """The cheap poll: one stat call for the next commit file and the last mirrored one. `poll_paths` and
-    `changed_from` let a caller watching many tables stat them all in one call (`fleet.py`)."""
+    """The cheap poll: is the next commit file there (one request on an object store), else is the last
+    mirrored one as it was (one more). `changed_from` lets a caller watching many tables ask them all at
+    once (`fleet.py`)."""
 
     def __init__(self, delta_root: str, io: FileIO) -> None:
         self._log_dir = f"{delta_root.rstrip('/')}/{LOG_DIR}"
@@ -142,21 +143,18 @@ class LogWatch:
             return None
         return CommitFile.of(self._io.stat(self.commit_file(version)))
 
-    def poll_paths(self, version: int) -> list[str]:
-        """What a poll stats: the commit after `version`, then `version`'s own."""
-        return [self.commit_file(version + 1), self.commit_file(version)]
-
     @staticmethod
-    def changed_from(infos: Sequence[FileInfo], last: CommitFile | None) -> bool:
-        """`changed` from the stats of `poll_paths`."""
-        next_info, last_info = infos
-        return next_info.exists or CommitFile.of(last_info) != last
+    def changed_from(next_exists: bool, last_info: FileInfo | None, last: CommitFile | None) -> bool:
+        """`changed` from whether the next commit exists and, when it does not, the last one's stat."""
+        return next_exists or last_info is None or CommitFile.of(last_info) != last
 
     def changed(self, version: int | None, last: CommitFile | None) -> bool:
         """Whether a pass is due: a commit after `version`, or `version`'s commit file not as it was."""
         if version is None:
             return True
-        return self.changed_from(self._io.stat_many(self.poll_paths(version)), last)
+        if self._io.exists_many([self.commit_file(version + 1)])[0]:
+            return True
+        return self.changed_from(False, self._io.stat(self.commit_file(version)), last)
 
 
 def follow_table(

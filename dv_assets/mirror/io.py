@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -65,6 +66,45 @@ def s3_filesystem(properties: Mapping[str, str]) -> pafs.S3FileSystem:
     return pafs.S3FileSystem(**options)
 
 
+# Requests in flight at once for a batch of stats on an object store: pyarrow asks one path at a time
+# (its `get_file_info(list)` is a loop of HEADs), so a batch is spread over this many threads.
+REQUEST_CONCURRENCY = 16
+_UNLISTED = object()  # `_sizes_by_listing`: a location the listing does not cover
+
+
+def _file_infos(filesystem: pafs.FileSystem, paths: list[str]) -> list[pafs.FileInfo]:
+    """pyarrow's stat of each path: one call on a local file system; on an object store a request per
+    path, REQUEST_CONCURRENCY of them in flight at once (pyarrow releases the GIL while it waits)."""
+    if filesystem is _LOCAL or len(paths) < 2:
+        return filesystem.get_file_info(paths)
+    chunks = [paths[i::REQUEST_CONCURRENCY] for i in range(min(REQUEST_CONCURRENCY, len(paths)))]
+    with ThreadPoolExecutor(len(chunks), thread_name_prefix="dvmirror-stat") as pool:
+        answers = list(pool.map(filesystem.get_file_info, chunks))
+    found: list[pafs.FileInfo] = [None] * len(paths)  # type: ignore[list-item]
+    for offset, infos in enumerate(answers):
+        found[offset :: len(chunks)] = infos
+    return found
+
+
+def _opens(filesystem: pafs.FileSystem, path: str) -> bool:
+    """Whether `path` opens as a file: one request on an object store (see `FileIO.exists_many`)."""
+    if filesystem is _LOCAL:
+        return filesystem.get_file_info(path).type == pafs.FileType.File
+    try:
+        filesystem.open_input_file(path).close()
+    except (FileNotFoundError, IsADirectoryError):
+        return False
+    return True
+
+
+def _opened(open_: Callable[[str], pa.NativeFile], location: str, path: str) -> pa.NativeFile:
+    """`open_(path)`, a missing object named by its location (pyarrow's message names the bucket path)."""
+    try:
+        return open_(path)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{location} does not exist") from None
+
+
 class NotARegularFileError(OSError):
     """The location is a folder, a FIFO or a device: a definite answer of the storage, not a failure."""
 
@@ -103,10 +143,13 @@ class FileIO:
         return pafs.FileSystem.from_uri(location)
 
     # -- reading ---------------------------------------------------------------------------------------
-    # Only regular files are opened (stat first): a FIFO or a device named by a hostile log would hang or
-    # stream forever.
+    # Local files are stat'ed before they are opened: a FIFO or a device named by a hostile log would hang
+    # or stream forever. An object store holds no such thing, and pyarrow's open already asks for the
+    # object's size (a HEAD): a second HEAD of our own would only double the requests of every read.
     def _regular_file(self, location: str) -> tuple[pafs.FileSystem, str]:
         filesystem, path = self.resolve(location)
+        if filesystem is not _LOCAL:
+            return filesystem, path
         kind = filesystem.get_file_info(path).type
         if kind == pafs.FileType.NotFound:
             raise FileNotFoundError(f"{location} does not exist")
@@ -117,11 +160,11 @@ class FileIO:
     def open_input(self, location: str) -> pa.NativeFile:
         """A random-access handle (`size()`, `read_at()`); the caller closes it."""
         filesystem, path = self._regular_file(location)
-        return filesystem.open_input_file(path)
+        return _opened(filesystem.open_input_file, location, path)
 
     def read(self, location: str) -> bytes:
         filesystem, path = self._regular_file(location)
-        with filesystem.open_input_stream(path) as stream:
+        with _opened(filesystem.open_input_stream, location, path) as stream:
             return stream.read()
 
     def parquet_row_count(self, location: str) -> int:
@@ -135,17 +178,69 @@ class FileIO:
         return self._info(location, info)
 
     def stat_many(self, locations: Sequence[str]) -> list[FileInfo]:
-        """`stat` of each location, in order: one file-system call per file system, not one per file."""
+        """`stat` of each location, in order: one file-system call per local file system, concurrent
+        requests (at most REQUEST_CONCURRENCY at a time) on an object store."""
         return [
             self._info(location, info)
             for location, info in zip(locations, self._stat_all(locations), strict=True)
         ]
 
-    def file_sizes(self, locations: Sequence[str]) -> list[int | None]:
+    def exists_many(self, locations: Sequence[str]) -> list[bool]:
+        """Whether each location is a file, in order, at one request each on an object store: pyarrow's
+        stat of a missing object asks twice (is it an object, else a folder?), its open asks once.
+        What a poll asks of a commit file that usually does not exist yet."""
+        filesystem_paths = [self.resolve(location) for location in locations]
+        if all(filesystem is _LOCAL for filesystem, _ in filesystem_paths):
+            regular = pafs.FileType.File
+            return [i.type == regular for i in _LOCAL.get_file_info([p for _, p in filesystem_paths])]
+        if len(filesystem_paths) < 2:
+            return [_opens(*pair) for pair in filesystem_paths]
+        with ThreadPoolExecutor(min(REQUEST_CONCURRENCY, len(filesystem_paths))) as pool:
+            return list(pool.map(lambda pair: _opens(*pair), filesystem_paths))
+
+    def file_sizes(self, locations: Sequence[str], *, listed_under: str | None = None) -> list[int | None]:
         """The size of each location that is a regular file, None for any other (missing, a folder...):
-        `stat_many` without its FileInfo objects, for the million files a first version checks."""
+        `stat_many` without its FileInfo objects, for the million files a first version checks.
+
+        `listed_under`, a folder: on an object store, the locations inside it are answered by one
+        recursive listing of it (a request per 1,000 keys under it) instead of a request per location.
+        The caller says so when the locations are most of what the folder holds (a table's whole state
+        under its root); locations outside it, and every local one, are stat'ed as without it."""
         regular = pafs.FileType.File
+        if listed_under is not None:
+            listed = self._sizes_by_listing(listed_under, locations)
+            if listed is not None:
+                rest = [i for i, size in enumerate(listed) if size is _UNLISTED]
+                for index, info in zip(rest, self._stat_all([locations[i] for i in rest]), strict=True):
+                    listed[index] = info.size if info.type == regular else None
+                return listed  # type: ignore[return-value]
         return [info.size if info.type == regular else None for info in self._stat_all(locations)]
+
+    def _sizes_by_listing(self, folder: str, locations: Sequence[str]) -> list[object] | None:
+        """Sizes of `locations` from one recursive listing of `folder`, `_UNLISTED` for those outside it
+        (or on another file system); None when `folder` is local (a stat per file costs no request)."""
+        filesystem, base = self.resolve(folder)
+        if filesystem is _LOCAL:
+            return None
+        prefix = base.rstrip("/") + "/"
+        sizes: list[object] = [_UNLISTED] * len(locations)
+        wanted: dict[str, list[int]] = {}
+        for index, location in enumerate(locations):
+            other, path = self.resolve(location)
+            if (other is filesystem or other.equals(filesystem)) and path.startswith(prefix):
+                wanted.setdefault(path, []).append(index)
+                sizes[index] = None  # not listed: missing
+        if not wanted:
+            return sizes
+        selector = pafs.FileSelector(prefix.rstrip("/"), allow_not_found=True, recursive=True)
+        regular = pafs.FileType.File
+        for info in filesystem.get_file_info(selector):
+            indexes = wanted.get(info.path)
+            if indexes is not None and info.type == regular:
+                size = info.size
+                for index in indexes:
+                    sizes[index] = size
+        return sizes
 
     def _stat_all(self, locations: Sequence[str]) -> list[pafs.FileInfo]:
         groups: list[tuple[pafs.FileSystem, list[int], list[str]]] = []
@@ -161,7 +256,7 @@ class FileIO:
             last[2].append(path)
         found: list[pafs.FileInfo] = [None] * len(locations)  # type: ignore[list-item]
         for filesystem, indexes, paths in groups:
-            for index, info in zip(indexes, filesystem.get_file_info(paths), strict=True):
+            for index, info in zip(indexes, _file_infos(filesystem, paths), strict=True):
                 found[index] = info
         return found
 

@@ -96,7 +96,7 @@ def sync_table(
     delta = DeltaTable(delta_root, io=io, checkpoint_indexes=indexes).listed_once(_mirrored_version(table))
     latest = delta.latest_version()
     target = latest if until_version is None else min(until_version, latest)
-    state, last_mirrored, start = _starting_point(
+    state, last_mirrored, start, walked = _starting_point(
         iceberg, delta, table_name, table, format_version, latest, target, io, paths
     )
     result = SyncResult(delta_root, table_name, state.format_version, last_mirrored, latest)
@@ -119,6 +119,7 @@ def sync_table(
         executors=executors,
         on_version=on_version,
         stop=stop,
+        walked=walked,
     )
     if result.versions:
         # Once the versions are committed, and their files no longer held (a first version's may be a
@@ -144,8 +145,10 @@ def _mirror_versions(
     executors: ExecutorPolicy,
     on_version: Callable[[VersionResult], None] | None,
     stop: Callable[[], bool] | None,
+    walked: ReadableStart | None = None,
 ) -> None:
-    """Mirror each change as one snapshot, in order, into `result`; a failing version raises."""
+    """Mirror each change as one snapshot, in order, into `result`; a failing version raises. `walked`:
+    the walk that chose a new mirror's first version, whose answer is that version's presence check."""
     table_name, delta_root = result.iceberg_table, result.delta_table
     for change in changes:
         if stop is not None and stop():
@@ -153,7 +156,9 @@ def _mirror_versions(
         began = time.monotonic()
         check_same_delta_table(change, state.delta_table_id, delta_root)
         with _cleaned_up_on_failure(io, state, change.version) as attempt:
-            plan = plan_version(change, state, _row_counts(change, state.format_version, paths, io), paths)
+            first = walked if walked is not None and change.version == walked.version else None
+            counts = _row_counts(change, state.format_version, paths, io, first)
+            plan = plan_version(change, state, counts, paths)
             dv_began = time.monotonic()
             converted_on, placement = run_delete_job(spark, plan.delete_job, io, executors, attempt.written)
             dv_seconds = time.monotonic() - dv_began
@@ -236,18 +241,20 @@ def _starting_point(
     target: int,
     io: FileIO,
     paths: PathPolicy,
-) -> tuple[MirrorState, int | None, int]:
-    """The mirror's state before the run, the Delta version it shows (None: none yet) and the first
-    version to mirror, once the Iceberg table (if any) is known to be the Delta table's mirror. A first
-    sync starts at the first version Delta can read (`_first_version`)."""
+) -> tuple[MirrorState, int | None, int, ReadableStart | None]:
+    """The mirror's state before the run, the Delta version it shows (None: none yet), the first
+    version to mirror, once the Iceberg table (if any) is known to be the Delta table's mirror, and the
+    walk that chose it. A first sync starts at the first version Delta can read (`_first_version`)."""
     delta_root = delta.table_root
     if table is None:
         fmt = format_version or DEFAULT_FORMAT_VERSION
         location = iceberg.default_location(table_name)
         check_apart(MirrorState.new(delta_root, location, fmt).location, delta_root, table_name)
-        start = _first_version(delta, latest, target, io, paths)
+        walked = _first_version(delta, latest, target, io, paths)
+        start = delta.oldest_version() if walked is None else walked.version
+        assert start is not None
         state = MirrorState.new(delta_root, location, fmt, start if 0 < start <= target else None)
-        return state, None, start
+        return state, None, start, walked
     last_mirrored, start = mirror_position(delta, table, format_version, latest, target)
     # The current delete files are read only when there is a version to mirror, and so are the data files
     # an older mirror recorded as bare paths, unless the table says it has none and its current snapshot
@@ -263,19 +270,21 @@ def _starting_point(
         ):
             recorded_paths = iceberg.data_files_not_named_by_uri(table_name, table.current_snapshot_id)
     state = MirrorState.of(table, delta_root, deletes, recorded_paths)
-    return state, last_mirrored, start
+    return state, last_mirrored, start, None
 
 
-def _first_version(delta: DeltaTable, latest: int, target: int, io: FileIO, paths: PathPolicy) -> int:
+def _first_version(
+    delta: DeltaTable, latest: int, target: int, io: FileIO, paths: PathPolicy
+) -> ReadableStart | None:
     """A new mirror's first version: the first one from the oldest the log holds whose every live data
-    file and DV file is still there (`first_readable_version`); the oldest itself when it is past
-    `target` (nothing to mirror). Refuses when no version up to `target` is readable."""
+    file and DV file is still there (`first_readable_version`); None when the oldest is past `target`
+    (nothing to mirror). Refuses when no version up to `target` is readable."""
     oldest = delta.oldest_version()
     if oldest > target:
-        return oldest
+        return None
     readable: ReadableStart = first_readable_version(delta, oldest, target, io, paths)
     if readable.version is not None:
-        return readable.version
+        return readable
     later = f"; a version after {target} may be: sync up to a later one" if target < latest else ""
     raise MirrorInputError(
         f"no Delta version from {oldest} (the oldest the log holds) to {target} is readable: each needs a "
@@ -297,13 +306,15 @@ def start_note(first: int, oldest: int) -> str:
     return f"mirrored from Delta version {first}: {versions} no longer readable in Delta ({why})"
 
 
-def _row_counts(change: VersionChange, fmt: int, paths: PathPolicy, io: FileIO) -> dict[str, int]:
+def _row_counts(
+    change: VersionChange, fmt: int, paths: PathPolicy, io: FileIO, walked: ReadableStart | None = None
+) -> dict[str, int]:
     """What the version's translation needs from storage, checked before anything is read: every data file
-    it adds is inside the allowed roots and present at the size the log says; then the row count of each
-    file `files_to_count` names."""
+    it adds is inside the allowed roots and present at the size the log says (`walked`: as the walk that
+    chose this first version found them); then the row count of each file `files_to_count` names."""
     for add in change.added:
         paths.check(add.location, what="data file")
-    check_data_files_present(change.added, io)
+    check_data_files_present(change.added, io, walked=walked)
     return {add.location: _rows(add, fmt, io) for add in files_to_count(change)}
 
 

@@ -266,9 +266,13 @@ class UnreachableStatsStorage(FileIO):
         self._fail_while_armed()
         return super().stat_many(locations)
 
-    def file_sizes(self, locations: Sequence[str]) -> list[int | None]:
+    def exists_many(self, locations: Sequence[str]) -> list[bool]:
         self._fail_while_armed()
-        return super().file_sizes(locations)
+        return super().exists_many(locations)
+
+    def file_sizes(self, locations: Sequence[str], *, listed_under: str | None = None) -> list[int | None]:
+        self._fail_while_armed()
+        return super().file_sizes(locations, listed_under=listed_under)
 
     def _fail_while_armed(self) -> None:
         if self.armed and self.failures > 0:

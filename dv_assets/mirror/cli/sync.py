@@ -183,7 +183,8 @@ def _up_to_date(args: argparse.Namespace, settings: MirrorSettings) -> SyncResul
     MirrorInputError for a Delta table that cannot be read or a version past its latest."""
     try:
         io = FileIO(settings.catalog.storage_properties())
-        delta = DeltaTable(table_root_of(args.delta_table), io=io)
+        # One listing answers every question below (each would list `_delta_log` again otherwise).
+        delta = DeltaTable(table_root_of(args.delta_table), io=io).listed_once()
         latest = delta.latest_version()
     except (OSError, ValueError) as err:
         raise MirrorInputError(f"table {args.delta_table}: {err}") from None

@@ -4,13 +4,16 @@ The log usually knows both (stats' numRecords, add.size); storage is asked only 
 mirror is about to reference, one metadata call per version for the files it adds.
 
 `first_readable_version`: where a new mirror can start, the first version whose every live data file
-and DV file is still there (VACUUM removes the files only versions older than its retention need).
+and DV file is still there (VACUUM removes the files only versions older than its retention need). It
+asks storage about a table's whole state once, by listing the table's folder on an object store (a
+request per 1,000 keys, not one per file), and its answer stands in for the presence check of the
+version the new mirror starts at: a first sync looks at each file once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 
 from dv_assets.mirror.delta.actions import AddFile
 from dv_assets.mirror.delta.paths import PathPolicy
@@ -31,13 +34,20 @@ def record_count(add: AddFile, io: FileIO | None = None) -> int:
     return (io or FileIO()).parquet_row_count(add.location)
 
 
-def check_data_files_present(adds: Iterable[AddFile], io: FileIO | None = None) -> None:
+def check_data_files_present(
+    adds: Iterable[AddFile], io: FileIO | None = None, *, walked: ReadableStart | None = None
+) -> None:
     """Refuse to reference a data file that is missing or not the size the log says.
 
-    A manifest entry pointing at nothing would commit cleanly and fail every reader later.
+    A manifest entry pointing at nothing would commit cleanly and fail every reader later. `walked`: the
+    walk that found these files' version readable (`first_readable_version`, in the same run), which
+    stat'ed every file live at it: its answer is used, storage is not asked again.
     """
-    io = io or FileIO()
     files = list(adds)
+    if walked is not None:
+        _check_present(files, [walked.wrong_sizes.get(add.location, add.size) for add in files])
+        return
+    io = io or FileIO()
     for first in range(0, len(files), STAT_CHUNK):
         chunk = files[first : first + STAT_CHUNK]
         _check_present(chunk, io.file_sizes([add.location for add in chunk]))
@@ -63,6 +73,9 @@ class ReadableStart:
     version: int | None
     unreadable: int | None = None
     missing: str | None = None
+    # The data files live at `version` found at another size than the log says: location → size found.
+    # Every file live at `version` was stat'ed by the walk, so this is the whole presence check of it.
+    wrong_sizes: Mapping[str, int] = field(default_factory=dict, compare=False)
 
 
 def first_readable_version(
@@ -76,24 +89,39 @@ def first_readable_version(
     the sync refuses it by name when it mirrors that version. Every location is checked against `paths`
     before it is statted (MirrorInputError naming the version: outside the allowed roots)."""
     missing: dict[str, str] = {}  # live data file → a file it needs that is gone (itself, or its DV file)
+    wrong_sizes: dict[str, int] = {}  # live data file → its size in storage, where not the log's
     last: tuple[int | None, str | None] = (None, None)
     for version, files, gone in delta.live_files(start, end):
         for location in gone:
             missing.pop(location, None)
+            wrong_sizes.pop(location, None)
         for add in files:
             missing.pop(add.location, None)
+            wrong_sizes.pop(add.location, None)
         try:
-            missing.update(_gone_files(files, delta.table_root, io, paths))
+            # The first version's files are the table's whole state: listed rather than stat'ed one by one.
+            whole_state = delta.table_root if version == start else None
+            missing.update(_gone_files(files, delta.table_root, io, paths, wrong_sizes, whole_state))
         except MirrorInputError as err:
             raise err.at(table=delta.table_root, version=version) from None
         if not missing:
-            return ReadableStart(version, *last)
+            return ReadableStart(version, *last, wrong_sizes=wrong_sizes)
         last = (version, next(iter(missing.values())))
     return ReadableStart(None, *last)
 
 
-def _gone_files(files: Sequence[AddFile], table_root: str, io: FileIO, paths: PathPolicy) -> dict[str, str]:
-    """Of `files`, those whose data file or DV file does not exist: data file → the file that is gone."""
+def _gone_files(
+    files: Sequence[AddFile],
+    table_root: str,
+    io: FileIO,
+    paths: PathPolicy,
+    wrong_sizes: dict[str, int],
+    listed_under: str | None,
+) -> dict[str, str]:
+    """Of `files`, those whose data file or DV file does not exist: data file → the file that is gone.
+    The data files present at another size than the log's go into `wrong_sizes`. With `listed_under`,
+    the files are answered by a listing of that folder where it holds them (`FileIO.file_sizes`): all
+    at once, so the listing is made once; else STAT_CHUNK at a time."""
     gone: dict[str, str] = {}
     dv_files: dict[str, list[str]] = {}  # DV file → the data files whose DV it holds
     for add in files:
@@ -105,16 +133,17 @@ def _gone_files(files: Sequence[AddFile], table_root: str, io: FileIO, paths: Pa
                 dv_files.setdefault(location, []).append(add.location)
     for location in dv_files:
         paths.check(location, what="deletion vector file")
-    for first in range(0, len(files), STAT_CHUNK):
-        chunk = files[first : first + STAT_CHUNK]
-        sizes = io.file_sizes([add.location for add in chunk])
-        gone.update(
-            (add.location, add.location) for add, size in zip(chunk, sizes, strict=True) if size is None
-        )
-    names = list(dv_files)
-    for first in range(0, len(names), STAT_CHUNK):
-        chunk = names[first : first + STAT_CHUNK]
-        for location, size in zip(chunk, io.file_sizes(chunk), strict=True):
-            if size is None:
-                gone.update(dict.fromkeys((f for f in dv_files[location] if f not in gone), location))
+    locations = [*(add.location for add in files), *dv_files]
+    chunk_size = len(locations) if listed_under is not None else STAT_CHUNK
+    sizes: list[int | None] = []
+    for first in range(0, len(locations), max(chunk_size, 1)):
+        sizes += io.file_sizes(locations[first : first + chunk_size], listed_under=listed_under)
+    for add, size in zip(files, sizes, strict=False):
+        if size is None:
+            gone[add.location] = add.location
+        elif size != add.size:
+            wrong_sizes[add.location] = size
+    for location, size in zip(dv_files, sizes[len(files) :], strict=True):
+        if size is None:
+            gone.update(dict.fromkeys((f for f in dv_files[location] if f not in gone), location))
     return gone

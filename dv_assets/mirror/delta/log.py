@@ -14,7 +14,9 @@ a checkpoint of a million files costs in memory is the state it builds, not its 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,13 +42,20 @@ from dv_assets.mirror.delta.log_files import (
     parse_log_file_name,
 )
 from dv_assets.mirror.errors import MirrorInputError
-from dv_assets.mirror.io import FileIO
-from dv_assets.mirror.locations import resolve_location
+from dv_assets.mirror.io import REQUEST_CONCURRENCY, FileIO
+from dv_assets.mirror.locations import is_remote, resolve_location
 
 # Bytes read at a time from a JSON commit or checkpoint (lines are cut from them as they come).
 JSON_CHUNK_BYTES = 1 << 20
 # Rows per Arrow batch when streaming a checkpoint: bounds the Python objects alive at once.
 CHECKPOINT_BATCH_ROWS = 8192
+# On an object store a replay's next commits are read ahead, this many at a time, each at most this
+# big (a larger one is streamed when its turn comes): a request's latency is paid in parallel, not once
+# per version, and what is held ahead stays bounded.
+READ_AHEAD_COMMITS = 8
+READ_AHEAD_MAX_BYTES = 4 << 20
+# One pool for every log of the process (a fleet holds hundreds): its threads only wait on requests.
+_READ_AHEAD_POOL = ThreadPoolExecutor(REQUEST_CONCURRENCY, thread_name_prefix="dvmirror-log")
 
 
 _READ_HERE = object()  # `DeltaLog.list`'s default: it reads `_last_checkpoint` itself
@@ -59,9 +68,31 @@ class DeltaLog:
         self.table_root = table_root
         self._io = io or FileIO()
         self._log_dir = f"{table_root.rstrip('/')}/{LOG_DIR}"
+        self._remote = is_remote(table_root)
+        self._ahead: dict[str, Future[bytes]] = {}  # commit name → its bytes, being read
+        self._queued: deque[str] = deque()  # the commits to read ahead next, in order
 
     def file_path(self, name: str) -> str:
         return f"{self._log_dir}/{name}"
+
+    def read_ahead(self, commits: Sequence[LogFile], listing: LogListing) -> None:
+        """The commits a replay is about to read, in order: on an object store, READ_AHEAD_COMMITS of
+        them are read in the background at a time (those the listing says are at most
+        READ_AHEAD_MAX_BYTES), each handed to `iter_commit` when it asks. Replaces any earlier order."""
+        self._ahead.clear()  # a read in flight finishes on its own; its bytes are dropped
+        self._queued.clear()
+        if not self._remote:
+            return
+        for commit in commits:
+            info = listing.infos.get(commit.name)
+            if info is not None and info.size is not None and info.size <= READ_AHEAD_MAX_BYTES:
+                self._queued.append(commit.name)
+        self._top_up()
+
+    def _top_up(self) -> None:
+        while self._queued and len(self._ahead) < READ_AHEAD_COMMITS:
+            name = self._queued.popleft()
+            self._ahead[name] = _READ_AHEAD_POOL.submit(self._io.read, self.file_path(name))
 
     def list(self, from_version: int = 0, last_checkpoint: dict | object | None = _READ_HERE) -> LogListing:
         """The log's files of versions >= `from_version` (all by default). `last_checkpoint`: the
@@ -237,7 +268,19 @@ class DeltaLog:
             yield action
 
     def _lines(self, path: str, version: int) -> Iterator[bytes]:
-        """The file's bytes split at b"\n" (the last piece too, empty or not), read a chunk at a time."""
+        """The file's bytes split at b"\n" (the last piece too, empty or not), read a chunk at a time
+        (or, when it was read ahead, from its bytes)."""
+        ahead = self._ahead.pop(path.rsplit("/", 1)[-1], None)
+        if ahead is not None:
+            self._top_up()
+            try:
+                content = ahead.result()
+            except FileNotFoundError as exc:
+                raise self._error("log file is missing", version=version, file=path) from exc
+            except OSError as exc:
+                raise self._error(f"cannot read log file: {exc}", version=version, file=path) from exc
+            yield from content.split(b"\n")
+            return
         try:
             handle = self._io.open_input(path)
         except FileNotFoundError as exc:

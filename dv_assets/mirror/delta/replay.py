@@ -271,6 +271,7 @@ class DeltaTable:
         pool = ValuePool()
         replay = self._replay_to(listing, start, pool, keep_stats=False)
         yield start, list(replay.files.values()), []
+        self._read_ahead(listing, start + 1, end)
         for version in range(start + 1, end + 1):
             commit = self._read_commit(listing, version, pool, keep_stats=False)
             added, removed, dv_changed = self._apply_commit(replay.files, commit, version)
@@ -314,6 +315,7 @@ class DeltaTable:
             # No file live before `start` is ever handed out as added: no stats text needed.
             replay = self._replay_to(listing, start - 1, pool, keep_stats=False)
             first = start
+        self._read_ahead(listing, first, end)
         for version in range(first, end + 1):
             change = self._advance(
                 replay, self._read_commit(listing, version, pool, keep_stats=True), version
@@ -339,6 +341,7 @@ class DeltaTable:
         if checkpoint is None or checkpoint < 0 or end - checkpoint > RESTRICTED_MAX_COMMITS:
             return None
         pool = ValuePool()
+        self._read_ahead(listing, checkpoint + 1, end)
         try:
             commits = {
                 v: self._read_commit(listing, v, pool, keep_stats=v >= start)
@@ -450,6 +453,7 @@ class DeltaTable:
             replay = _Replay(-1, None, None, {})
         else:
             replay = self._load_checkpoint(listing, start, pool, keep_stats=keep_stats)
+        self._read_ahead(listing, start + 1, version)
         for v in range(start + 1, version + 1):
             self._replay_commit(replay, self._read_commit(listing, v, pool, keep_stats=keep_stats), v)
         return replay
@@ -506,6 +510,12 @@ class DeltaTable:
                 )
             files[add.location] = add
         return _Replay(version, actions.protocol, actions.metadata, files)
+
+    def _read_ahead(self, listing: LogListing, first: int, last: int) -> None:
+        """The commits of versions first..last, about to be read in order (`DeltaLog.read_ahead`)."""
+        self._log.read_ahead(
+            [listing.commits[v] for v in range(first, last + 1) if v in listing.commits], listing
+        )
 
     def _read_commit(
         self, listing: LogListing, version: int, pool: ValuePool, *, keep_stats: bool
