@@ -20,7 +20,7 @@ from dv_assets.mirror.follow import LogWatch
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.sync import sync_table
-from testkit.object_store import S3Store, s3_store, upload_tree
+from testkit.object_store import S3Store, s3_store
 from testkit.synthetic import SyntheticTable
 
 pytestmark = pytest.mark.integration
@@ -33,21 +33,37 @@ ROWS_PER_FILE = 10
 BUCKET = "lake"
 
 
+# The module's tables, written locally and held by the server from its start: name → files.
+TABLES = {
+    "counted": FILES,
+    "damaged_missing": SMALL_FILES,
+    "damaged_wrong_size": SMALL_FILES,
+    "backlog": SMALL_FILES,
+}
+
+
 @pytest.fixture(scope="module")
-def store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[S3Store]:
-    with s3_store(tmp_path_factory.mktemp("s3")) as server:
-        server.create_bucket(BUCKET)
+def tables(tmp_path_factory: pytest.TempPathFactory) -> dict[str, SyntheticTable]:
+    """Synthetic Delta DV tables (version 0 and its checkpoint), by name."""
+    folder = tmp_path_factory.mktemp("tables")
+    made = {}
+    for name, files in TABLES.items():
+        table = SyntheticTable(folder / name, rows_per_file=ROWS_PER_FILE)
+        table.create(files, real=10)
+        table.write_checkpoint()
+        made[name] = table
+    return made
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory, tables: dict[str, SyntheticTable]) -> Iterator[S3Store]:
+    preload = {f"{BUCKET}/{name}": table.root for name, table in tables.items()}
+    with s3_store(tmp_path_factory.mktemp("s3"), preload=preload) as server:
         yield server
 
 
-def _table(tmp: Path, store: S3Store, name: str, files: int = FILES) -> tuple[SyntheticTable, str]:
-    """A synthetic Delta DV table of `files` files (version 0 and its checkpoint) uploaded under
-    s3://lake/<name>; the local copy to grow it and its S3 location."""
-    table = SyntheticTable(tmp / name, rows_per_file=ROWS_PER_FILE)
-    table.create(files, real=10)
-    table.write_checkpoint()
-    upload_tree(store, table.root, f"{BUCKET}/{name}")
-    return table, f"s3://{BUCKET}/{name}"
+def _location(name: str) -> str:
+    return f"s3://{BUCKET}/{name}"
 
 
 def _upload_new(store: S3Store, local: SyntheticTable, name: str, before: set[Path]) -> None:
@@ -70,9 +86,9 @@ def _cli(store: S3Store, catalog: CatalogConfig, *args: str, cwd: Path) -> subpr
 
 
 def test_request_counts_of_a_first_version_a_small_one_a_no_op_status_and_a_poll(
-    spark, catalog: CatalogConfig, store: S3Store, tmp_path: Path
+    spark, catalog: CatalogConfig, store: S3Store, tables: dict[str, SyntheticTable], tmp_path: Path
 ) -> None:
-    local, root = _table(tmp_path, store, "counted")
+    local, root = tables["counted"], _location("counted")
     io = FileIO(store.catalog_properties())
 
     with store.counting() as first:
@@ -121,11 +137,11 @@ def test_request_counts_of_a_first_version_a_small_one_a_no_op_status_and_a_poll
 
 @pytest.mark.parametrize("damage", ["missing", "wrong size"])
 def test_a_data_file_missing_or_resized_on_s3_is_refused_by_name(
-    spark, catalog: CatalogConfig, store: S3Store, tmp_path: Path, damage: str
+    spark, catalog: CatalogConfig, store: S3Store, tables: dict[str, SyntheticTable], damage: str
 ) -> None:
     """The listing answers for the whole table, and still refuses by name what a stat per file refused."""
     name = f"damaged_{damage.replace(' ', '_')}"
-    local, root = _table(tmp_path, store, name, SMALL_FILES)
+    local, root = tables[name], _location(name)
     victim = local.files[SMALL_FILES // 2]
     key = f"{BUCKET}/{name}/{victim}"
     filesystem = store.filesystem()
@@ -144,12 +160,12 @@ def test_a_data_file_missing_or_resized_on_s3_is_refused_by_name(
 
 
 def test_a_backlog_reads_each_commit_once_ahead_of_the_replay(
-    spark, catalog: CatalogConfig, store: S3Store, tmp_path: Path
+    spark, catalog: CatalogConfig, store: S3Store, tables: dict[str, SyntheticTable]
 ) -> None:
     """Twenty commits of one new file each mirrored in one run: each commit read once (a HEAD and a GET,
     in the background while the version before it is mirrored), each new file asked once, and the mirror
     exactly the log's."""
-    local, root = _table(tmp_path, store, "backlog", SMALL_FILES)
+    local, root = tables["backlog"], _location("backlog")
     io = FileIO(store.catalog_properties())
     assert sync_table(spark, root, "s3_requests.backlog", io=io).mirrored_versions == [0]
     before = set(local.root.rglob("*"))
@@ -165,3 +181,25 @@ def test_a_backlog_reads_each_commit_once_ahead_of_the_replay(
     assert backlog.total <= 3 * len(versions) + 10, backlog.paths
     files = catalog.pyiceberg_catalog().load_table("s3_requests.backlog").inspect.files()
     assert files.num_rows == SMALL_FILES + len(versions)
+
+
+def test_the_benchs_sorted_listing_answers_as_motos_own(
+    tables: dict[str, SyntheticTable], tmp_path: Path
+) -> None:
+    """The bench's server (`sorted_listing`) lists what moto lists, page by page: every key and size."""
+    import pyarrow.fs as pafs
+
+    preload = {f"{BUCKET}/{name}": table.root for name, table in tables.items()}
+    answers = []
+    for sorted_listing in (False, True):
+        with s3_store(
+            tmp_path / str(sorted_listing), preload=preload, sorted_listing=sorted_listing
+        ) as server:
+            filesystem = server.filesystem(through_proxy=True)
+            with server.counting() as listed:
+                found = filesystem.get_file_info(pafs.FileSelector(f"{BUCKET}/counted", recursive=True))
+                under_log = filesystem.get_file_info(pafs.FileSelector(f"{BUCKET}/counted/_delta_log"))
+            answers.append(([(i.path, i.size) for i in found], [i.path for i in under_log], listed.total))
+    assert answers[0] == answers[1]
+    # The data files; the log's commit, checkpoint and `_last_checkpoint`; the folder `_delta_log` itself.
+    assert len(answers[0][0]) == FILES + 3 + 1
