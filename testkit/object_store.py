@@ -56,6 +56,8 @@ class RequestLog:
 
     counts: Counter[str] = field(default_factory=Counter)
     paths: list[tuple[str, str]] = field(default_factory=list)
+    # Seconds the server itself took to answer, by kind (the proxy's delay not included).
+    server_seconds: Counter[str] = field(default_factory=Counter)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def record(self, kind: str, target: str) -> None:
@@ -63,14 +65,45 @@ class RequestLog:
             self.counts[kind] += 1
             self.paths.append((kind, target))
 
+    def served(self, kind: str, seconds: float) -> None:
+        with self._lock:
+            self.server_seconds[kind] += seconds
+
     def reset(self) -> None:
         with self._lock:
             self.counts.clear()
             self.paths.clear()
+            self.server_seconds.clear()
 
     def snapshot(self) -> Counter[str]:
         with self._lock:
             return Counter(self.counts)
+
+    def by_file(self) -> Counter[str]:
+        """The requests by kind and by what they asked for: `LIST`, or `<kind> <file kind>` where the file
+        kind is a Delta log's (commit, checkpoint, _last_checkpoint), a DV file, a data file or other."""
+        with self._lock:
+            paths = list(self.paths)
+        found: Counter[str] = Counter()
+        for kind, target in paths:
+            if kind == "LIST":
+                found["LIST"] += 1
+                continue
+            name = urlsplit(target.split(" ", 1)[1]).path.rsplit("/", 1)[-1]
+            if name == "_last_checkpoint":
+                what = "_last_checkpoint"
+            elif ".checkpoint." in name:
+                what = "checkpoint"
+            elif name.endswith(".json"):
+                what = "commit"
+            elif name.startswith("deletion_vector_"):
+                what = "DV file"
+            elif name.endswith(".parquet"):
+                what = "data file"
+            else:
+                what = "other"
+            found[f"{kind} {what}"] += 1
+        return found
 
     @property
     def total(self) -> int:
@@ -107,13 +140,15 @@ def _handler(upstream: tuple[str, int], log: RequestLog, delay_s: float) -> type
 
         def _forward(self) -> None:
             body = self._body()
-            log.record(request_kind(self.command, self.path), f"{self.command} {self.path}")
+            kind = request_kind(self.command, self.path)
+            log.record(kind, f"{self.command} {self.path}")
             if delay_s:
                 time.sleep(delay_s)
             headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
             if body is not None:
                 headers = {k: v for k, v in headers.items() if k.lower() != "content-length"}
                 headers["Content-Length"] = str(len(body))
+            began = time.monotonic()
             for attempt in (1, 2):
                 connection = self._connection()
                 try:
@@ -126,6 +161,7 @@ def _handler(upstream: tuple[str, int], log: RequestLog, delay_s: float) -> type
                     local.connection = None
                     if attempt == 2:
                         raise
+            log.served(kind, time.monotonic() - began)
             self.send_response_only(response.status, response.reason)
             for name, value in response.getheaders():
                 if name.lower() not in _HOP_BY_HOP and name.lower() != "content-length":

@@ -25,6 +25,7 @@ the data file's Iceberg entry and metrics; it needs only the row count, the boun
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -251,7 +252,7 @@ class DeltaTable:
         listing = self._list()
         if version not in listing.commits:
             return None
-        return self._read_commit(listing, version, ValuePool(), keep_stats=False).commit_info
+        return self._commit_info(listing, version)
 
     # --- state ----------------------------------------------------------------------------------
 
@@ -517,6 +518,22 @@ class DeltaTable:
             [listing.commits[v] for v in range(first, last + 1) if v in listing.commits], listing
         )
 
+    def _commit_info(self, listing: LogListing, version: int) -> CommitInfo:
+        """The commitInfo of a version's commit (empty when it has none), read up to it and no further: a
+        commit holds at most one, writers put it first, and the commit of a table's first version may
+        hold a million adds."""
+        commit = listing.commits[version]
+        try:
+            with contextlib.closing(self._log.iter_commit(commit)) as actions:
+                for action in actions:
+                    if (raw := action.get("commitInfo")) is not None:
+                        return CommitInfo.from_action(raw)
+        except MirrorInputError as exc:
+            raise exc.at(
+                table=self.table_root, version=version, file=self._log.file_path(commit.name)
+            ) from exc
+        return CommitInfo()
+
     def _read_commit(
         self, listing: LogListing, version: int, pool: ValuePool, *, keep_stats: bool
     ) -> CommitActions:
@@ -581,9 +598,7 @@ class DeltaTable:
         """The change of a version nothing before survives of: its whole state, added to nothing."""
         commit_info = CommitInfo()
         if replay.version in listing.commits:
-            commit_info = self._read_commit(
-                listing, replay.version, ValuePool(), keep_stats=False
-            ).commit_info
+            commit_info = self._commit_info(listing, replay.version)
         whole = CommitActions(commit_info, replay.protocol, replay.metadata, list(replay.files.values()))
         change = self._advance(_Replay(replay.version - 1, None, None, {}), whole, replay.version)
         return dataclasses.replace(change, data_change=bool(change.added))
