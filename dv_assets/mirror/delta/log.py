@@ -47,6 +47,8 @@ from dv_assets.mirror.locations import is_remote, resolve_location
 
 # Bytes read at a time from a JSON commit or checkpoint (lines are cut from them as they come).
 JSON_CHUNK_BYTES = 1 << 20
+# The same on an object store, where each chunk is a request of its own (a ranged GET).
+REMOTE_JSON_CHUNK_BYTES = 8 << 20
 # Rows per Arrow batch when streaming a checkpoint: bounds the Python objects alive at once.
 CHECKPOINT_BATCH_ROWS = 8192
 # On an object store a replay's next commits are read ahead, this many at a time, each at most this
@@ -291,7 +293,7 @@ class DeltaLog:
             pending = bytearray()  # the start of a line the next chunk ends
             while True:
                 try:
-                    chunk = handle.read(JSON_CHUNK_BYTES)
+                    chunk = handle.read(REMOTE_JSON_CHUNK_BYTES if self._remote else JSON_CHUNK_BYTES)
                 except OSError as exc:
                     raise self._error(f"cannot read log file: {exc}", version=version, file=path) from exc
                 if not chunk:
