@@ -53,6 +53,7 @@ _CONFLICTS = (
     "org.apache.iceberg.exceptions.AlreadyExistsException",
 )
 _UNKNOWN_OUTCOME = "org.apache.iceberg.exceptions.CommitStateUnknownException"
+_NO_SUCH_TABLE = "org.apache.iceberg.exceptions.NoSuchTableException"
 # The project's JVM helper (jvm/src/main/java/dev/dvmirror/ContentFileBatch.java).
 CONTENT_FILE_BATCH = "dev.dvmirror.ContentFileBatch"
 # Its one door into Iceberg's private members (`_stage_data_manifests`), checked when the catalog starts.
@@ -128,11 +129,14 @@ class IcebergJava:
         return self._iceberg.catalog.TableIdentifier.parse(table_name)
 
     def _java_table(self, table_name: str):
-        """The Java table, or None when the catalog has no such table."""
-        ident = self._identifier(table_name)
-        if not self._catalog.tableExists(ident):
-            return None
-        return self._catalog.loadTable(ident)
+        """The Java table, or None when the catalog has no such table. One load: `tableExists` first
+        would be a second (most catalogs answer it by loading the table)."""
+        try:
+            return self._catalog.loadTable(self._identifier(table_name))
+        except Py4JJavaError as err:
+            if _java_exception(err) == _NO_SUCH_TABLE:
+                return None
+            raise
 
     def _require(self, table_name: str):
         table = self._java_table(table_name)
