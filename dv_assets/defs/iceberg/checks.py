@@ -53,6 +53,7 @@ from dagster._core.storage.asset_check_execution_record import (
 from pyspark.sql import SparkSession
 
 from dv_assets.defs.delta.assets import partition_key, version_of
+from dv_assets.defs.signatures import evaluated
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.mirror import (
     CHECK_NAMES,
@@ -273,6 +274,7 @@ def build_checks(
             pool=source.pool,
             description=description,
         )
+        @evaluated
         def with_spark(
             context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
         ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
@@ -293,6 +295,7 @@ def build_checks(
         "the Iceberg snapshot summary's total-records - total-position-deletes. Metadata only (no Spark); "
         "refuses when a Delta file has no numRecords statistic.",
     )
+    @evaluated
     def metadata_row_count_matches(
         context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
     ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
