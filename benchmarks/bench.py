@@ -28,7 +28,7 @@ peak RSS (target 3 GiB); and the Dagster fleet figures (benchmarks/fleet_dagster
 mirrored first, about 30 minutes): the definitions build and one sensor cycle per table (300 vs 20:
 target 1.2x), and `delta_version_sensor`'s real interval under a `dagster-daemon` over 300 tables for
 5 minutes (target 1.2x its nominal 30 s); and a Dagster mirror run of one small version launched as a
-deployment launches it (benchmarks/dagster_run.py: target 20 s from launch, one JVM), its peak RSS.
+deployment launches it (benchmarks/dagster_run.py: target 15 s from launch, one JVM), its peak RSS.
 Then issue 28's (benchmarks/install.py, `--only install`): Spark start-up of an installed package without
 a jars folder (the packaged helper, Maven coordinates through Ivy) over a jars folder's, on its second
 run (target <= 1 s), with Ivy resolving on a warm cache, and on the first run.
