@@ -8,8 +8,9 @@ a catalog of its own, through the installed console script:
 2. `dvmirror sync --tables FILE --follow --interval 1` over the N mirrored tables: one new commit on each
    (a blind append of a copy of its data file, written without Spark), time from the last commit written
    to the last `version` event printed; and the peak RSS of the process tree (Python and the JVM) over
-   the whole run, sampled from /proc every 0.25 s. Target (issue 29): 300 tables in <= 60 s and <= 3 GiB;
-   a smaller N is scaled to 300 linearly (time) and compared as measured (memory), and says so.
+   the whole run, sampled from /proc every 0.25 s. Target (issue 29): 300 tables in <= 60 s and <= 3 GiB,
+   measured at 300 (the default sizes are 20 and 300); a run whose largest N is smaller prints its
+   figures and leaves the target unmeasured rather than scaling them.
 """
 
 from __future__ import annotations
@@ -188,7 +189,7 @@ def follow_one_commit_each(folder: Path, tables: Path, catalog: CatalogConfig, n
     return seconds, rss
 
 
-def fleet_figures(tmp: Path, sizes: tuple[int, ...] = (20, 100)) -> list[Figure | Unmeasured]:
+def fleet_figures(tmp: Path, sizes: tuple[int, ...] = (20, TARGET_TABLES)) -> list[Figure | Unmeasured]:
     if not sys.platform.startswith("linux"):
         return [Unmeasured("fleet: peak RSS of the process tree", "reads /proc (Linux only)")]
     per_table: dict[int, float] = {}
@@ -216,8 +217,16 @@ def fleet_figures(tmp: Path, sizes: tuple[int, ...] = (20, 100)) -> list[Figure 
             print(f"  one table by its own `dvmirror sync` process: {single:.1f} s", flush=True)
     small, large = min(sizes), max(sizes)
     seconds, rss = follow[large]
-    scaled = seconds * TARGET_TABLES / large
-    note = "" if large == TARGET_TABLES else f" (from N={large})"
+    at_target: Figure | Unmeasured = (
+        Figure(
+            f"fleet: follower, a commit on each of {large} tables", seconds, "s", TARGET_SECONDS, at_most=True
+        )
+        if large >= TARGET_TABLES
+        else Unmeasured(
+            f"fleet: follower, a commit on each of {TARGET_TABLES} tables",
+            f"largest N {large} took {seconds:.1f} s; the target is measured at {TARGET_TABLES}, not scaled",
+        )
+    )
     return [
         Figure(
             f"fleet: sync --tables s/table at N={large} vs N={small}",
@@ -233,13 +242,7 @@ def fleet_figures(tmp: Path, sizes: tuple[int, ...] = (20, 100)) -> list[Figure 
             1.0,
             at_most=False,
         ),
-        Figure(
-            f"fleet: follower, a commit on {TARGET_TABLES} tables{note}",
-            scaled,
-            "s",
-            TARGET_SECONDS,
-            at_most=True,
-        ),
+        at_target,
         Figure(
             f"fleet: follower peak RSS, process tree, N={large}", rss / 2**30, "GiB", TARGET_GIB, at_most=True
         ),
@@ -249,7 +252,7 @@ def fleet_figures(tmp: Path, sizes: tuple[int, ...] = (20, 100)) -> list[Figure 
 if __name__ == "__main__":
     import tempfile
 
-    sizes = tuple(int(a) for a in sys.argv[1:]) or (20, 100)
+    sizes = tuple(int(a) for a in sys.argv[1:]) or (20, TARGET_TABLES)
     with tempfile.TemporaryDirectory(prefix="dvmirror-fleet-") as name:
         for figure in fleet_figures(Path(name), sizes):
             print(figure.line())

@@ -90,8 +90,8 @@ def test_cleanup_reclaims_only_mirror_owned_files(spark, catalog, copy_fixture, 
     assert output["bytes_reclaimed"] == meta["bytes_reclaimed"] > 0
 
     # The retained snapshots still read correctly.
-    assert row_count_result(spark, source, 15).passed
-    assert one_dv_result(spark, source, 15).passed
+    assert row_count_result(spark, catalog, source, 15).passed
+    assert one_dv_result(spark, catalog, source, 15).passed
 
 
 @pytest.mark.spark

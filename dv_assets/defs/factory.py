@@ -22,6 +22,9 @@ from dataclasses import dataclass
 from functools import cache
 
 import dagster as dg
+from dagster._core.definitions.assets.graph.asset_graph import (
+    AssetGraph,  # a table's own assets and checks, to resolve its jobs on; not exported as dg.*
+)
 from dagster._core.definitions.unresolved_asset_job_definition import (
     UnresolvedAssetJobDefinition,  # what dg.define_asset_job returns; not exported as dg.*
 )
@@ -94,9 +97,12 @@ def spark_resource(settings: MirrorSettings) -> IcebergSparkResource:
 @dataclass(frozen=True)
 class TableDefinitions:
     """Everything of one table but the code location's shared sensors: both assets, the checks,
-    `mirror_<name>`, `checks_<name>`, `cleanup_<name>`, `cleanup_schedule_<name>`."""
+    `mirror_<name>`, `checks_<name>` (resolved on the table's own assets), `cleanup_<name>`,
+    `cleanup_schedule_<name>`."""
 
     built: SourceDefinitions
+    mirror_job: dg.JobDefinition
+    checks_job: dg.JobDefinition
     cleanup_job: dg.JobDefinition
     schedule: dg.ScheduleDefinition
 
@@ -105,18 +111,34 @@ class TableDefinitions:
         return self.built.source
 
     @property
-    def jobs(self) -> list[dg.JobDefinition | UnresolvedAssetJobDefinition]:
-        return [self.built.mirror_job, self.built.checks_job, self.cleanup_job]
+    def jobs(self) -> list[dg.JobDefinition]:
+        return [self.mirror_job, self.checks_job, self.cleanup_job]
 
 
 def build_table(source: DeltaSource, settings: MirrorSettings) -> TableDefinitions:
     built = build_source(source, settings.catalog)
     source = built.source
+    mirror_job, checks_job = resolved_jobs(built, {"spark": spark_resource(settings)})
     cleanup_job = build_cleanup_job([source], source.cleanup_job_name, source.cleanup_op_name)
-    return TableDefinitions(built, cleanup_job, build_cleanup_schedule(source, cleanup_job))
+    return TableDefinitions(
+        built, mirror_job, checks_job, cleanup_job, build_cleanup_schedule(source, cleanup_job)
+    )
 
 
-Job = dg.JobDefinition | UnresolvedAssetJobDefinition
+def resolved_jobs(
+    built: SourceDefinitions, resources: Mapping[str, dg.ResourceDefinition]
+) -> list[dg.JobDefinition]:
+    """`mirror_<name>` and `checks_<name>` resolved on the table's own assets and checks, which are all
+    their selections name. Left unresolved, the code location resolves every asset job on the graph of
+    all its tables (each a pass over every table's assets): O(N^2), 6.8 s of jobs at 300 tables."""
+    graph = AssetGraph.from_assets([*built.assets, *built.checks, *built.lag_checks])
+    return [
+        job.resolve(asset_graph=graph, resource_defs=resources)
+        for job in (built.mirror_job, built.checks_job)
+    ]
+
+
+Job = dg.JobDefinition
 
 
 def sensor_pair(

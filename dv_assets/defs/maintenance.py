@@ -30,6 +30,7 @@ import dagster as dg
 from pydantic import Field
 
 from dv_assets.defs.delta.assets import partition_key
+from dv_assets.defs.signatures import evaluated
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.defs.status_metadata import METADATA_LOCATION, RETAINED_VERSIONS, TIME_TRAVEL, version_ranges
 from dv_assets.mirror import (
@@ -158,6 +159,7 @@ def build_cleanup_job(sources: list[DeltaSource], job_name: str, op_name: str) -
         "mirror's own files nothing retained references; Spark starts only when there is something to "
         "expire or reclaim (read with pyiceberg first).",
     )
+    @evaluated
     def expire_and_clean(
         context: dg.OpExecutionContext, config: CleanupConfig, spark: IcebergSparkResource
     ) -> dg.Output[dict]:
@@ -231,6 +233,7 @@ def build_cleanup_job(sources: list[DeltaSource], job_name: str, op_name: str) -
         tags={"dvmirror/kind": "cleanup", **(sources[0].tags if len(sources) == 1 else {})},
         executor_def=dg.in_process_executor,  # one op: no process of its own (docs/dagster.md)
     )
+    @evaluated
     def cleanup() -> None:
         expire_and_clean()
 

@@ -44,6 +44,14 @@ SPARK_PACKAGES: tuple[str, ...] = tuple(_MAVEN["packages"])
 S3_PACKAGES: tuple[str, ...] = tuple(_MAVEN["s3_packages"])
 EXCLUDED_GROUPS: tuple[str, ...] = tuple(_MAVEN["excluded_groups"])
 CATALOG_PREFIX = f"spark.sql.catalog.{ICEBERG_CATALOG_NAME}"
+# Hadoop's local file system setting permissions without a `chmod` process per file written (pyspark has
+# no native Hadoop library): an Iceberg commit on a local warehouse forked six (jvm/src LocalFileSystem).
+# Iceberg's catalog only (its `hadoop.` properties), uncached: Hadoop keeps one `file:` system per
+# process, Spark's own, which starts before the helper jar is on the classpath.
+LOCAL_FILE_SYSTEM = {
+    "hadoop.fs.file.impl": "dev.dvmirror.LocalFileSystem",
+    "hadoop.fs.file.impl.disable.cache": "true",
+}
 S3_JARS_DIR = "s3"
 
 # Iceberg's S3 properties and the S3A settings that say the same for the Delta side.
@@ -221,7 +229,7 @@ def spark_config(settings: MirrorSettings) -> dict[str, str]:
         "spark.sql.session.timeZone": "UTC",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}",
     }
-    for key, value in settings.catalog.iceberg_java_properties().items():
+    for key, value in {**LOCAL_FILE_SYSTEM, **settings.catalog.iceberg_java_properties()}.items():
         conf[f"{CATALOG_PREFIX}.{key}"] = value
     if settings.s3:
         conf.update(s3a_config(settings.catalog.storage_properties()))

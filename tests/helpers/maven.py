@@ -34,12 +34,13 @@ def _coordinates(pom: Path, path: str) -> list[str]:
     return sorted(
         f"{text(d, 'groupId')}:{text(d, 'artifactId')}:{text(d, 'version')}"
         for d in root.findall(path, POM_NS)
+        if text(d, "scope") != "provided"  # on pyspark's classpath: compiled against, never resolved
     )
 
 
 def pom_dependencies(pom: Path) -> list[str]:
-    """`group:artifact:version` of each direct dependency (not dependencyManagement), `${property}`
-    versions resolved from the pom's <properties>, sorted."""
+    """`group:artifact:version` of each direct dependency (not dependencyManagement, not `provided`),
+    `${property}` versions resolved from the pom's <properties>, sorted."""
     return _coordinates(pom, "m:dependencies/m:dependency")
 
 

@@ -20,6 +20,7 @@ from dv_assets.defs.partition_events import (
     newest_materialized_version,
     no_derived_materializations,
 )
+from dv_assets.defs.signatures import evaluated
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.defs.table_metadata import delta_version_metadata
 from dv_assets.mirror import CommitFacts, commit_facts, operation_parameters_text
@@ -108,6 +109,7 @@ def build_delta_versions_asset(
         tags=source.tags,
         backfill_policy=dg.BackfillPolicy.single_run(),
     )
+    @evaluated
     def delta_versions(
         context: dg.AssetExecutionContext,
     ) -> Iterator[dg.AssetMaterialization | dg.MaterializeResult]:

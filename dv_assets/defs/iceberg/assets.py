@@ -37,6 +37,7 @@ from dv_assets.defs.partition_events import (
     in_version_order,
     no_derived_materializations,
 )
+from dv_assets.defs.signatures import evaluated
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.defs.status_metadata import (
     READABLE_VERSIONS,
@@ -421,6 +422,7 @@ def build_iceberg_mirror_asset(
         pool=source.pool,
         backfill_policy=dg.BackfillPolicy.single_run(),
     )
+    @evaluated
     def iceberg_mirror(
         context: dg.AssetExecutionContext, spark: IcebergSparkResource
     ) -> Iterator[dg.AssetMaterialization | dg.AssetObservation | dg.MaterializeResult]:

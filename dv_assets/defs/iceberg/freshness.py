@@ -32,6 +32,7 @@ from dagster._core.definitions.asset_checks.asset_check_evaluation import (
 )
 from dagster._utils.schedules import get_latest_completed_cron_tick  # what Dagster's cron freshness uses
 
+from dv_assets.defs.signatures import evaluated
 from dv_assets.defs.sources import DeltaSource, Freshness
 from dv_assets.defs.status_metadata import lag_metadata
 from dv_assets.mirror import MirrorInputError, MirrorStatus, mirror_status, read_mirror_table
@@ -148,6 +149,7 @@ def build_lag_checks(source: DeltaSource) -> list[dg.AssetChecksDefinition]:
         "window, FAIL past the fail window or a missed cron deadline). Not partitioned: the table now. "
         "Delta log and pyiceberg, no Spark.",
     )
+    @evaluated
     def mirror_lag_within_freshness(spark: IcebergSparkResource) -> dg.AssetCheckResult:
         # The resource only names the catalog (read with pyiceberg): no Spark session starts.
         delta = source.delta_table(enforce_protocol=False)

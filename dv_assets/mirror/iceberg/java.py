@@ -53,6 +53,7 @@ _CONFLICTS = (
     "org.apache.iceberg.exceptions.AlreadyExistsException",
 )
 _UNKNOWN_OUTCOME = "org.apache.iceberg.exceptions.CommitStateUnknownException"
+_NO_SUCH_TABLE = "org.apache.iceberg.exceptions.NoSuchTableException"
 # The project's JVM helper (jvm/src/main/java/dev/dvmirror/ContentFileBatch.java).
 CONTENT_FILE_BATCH = "dev.dvmirror.ContentFileBatch"
 # Its one door into Iceberg's private members (`_stage_data_manifests`), checked when the catalog starts.
@@ -120,6 +121,9 @@ class IcebergJava:
         if data_manifests:  # fails naming what moved, on an Iceberg other than the one jvm/pom.xml pins
             _helper_class(self._jvm, ICEBERG_INTERNALS).check()
         self._staged: dict[str, Any] = {}
+        # The table `load` last read, by name: a snapshot id names immutable content, so reading a snapshot
+        # of it right after (a pass's delete files) needs no second load.
+        self._loaded: tuple[str, Any] | None = None
         # The data manifests `_stage_data_manifests` wrote for the commit under way (deleted if it fails).
         self._written_manifests: list[str] = []
 
@@ -128,11 +132,14 @@ class IcebergJava:
         return self._iceberg.catalog.TableIdentifier.parse(table_name)
 
     def _java_table(self, table_name: str):
-        """The Java table, or None when the catalog has no such table."""
-        ident = self._identifier(table_name)
-        if not self._catalog.tableExists(ident):
-            return None
-        return self._catalog.loadTable(ident)
+        """The Java table, or None when the catalog has no such table. One load: `tableExists` first
+        would be a second (most catalogs answer it by loading the table)."""
+        try:
+            return self._catalog.loadTable(self._identifier(table_name))
+        except Py4JJavaError as err:
+            if _java_exception(err) == _NO_SUCH_TABLE:
+                return None
+            raise
 
     def _require(self, table_name: str):
         table = self._java_table(table_name)
@@ -152,7 +159,17 @@ class IcebergJava:
 
     def load(self, table_name: str) -> MirrorTable | None:
         table = self._java_table(table_name)
+        self._loaded = None if table is None else (table_name, table)
         return None if table is None else self._mirror_table(table_name, table)
+
+    def _with_snapshot(self, table_name: str, snapshot_id: int | None):
+        """The Java table, the one `load` last read when it holds snapshot `snapshot_id` (its content
+        cannot have changed), else loaded again (always for the current snapshot, None)."""
+        if snapshot_id is not None and self._loaded is not None and self._loaded[0] == table_name:
+            table = self._loaded[1]
+            if table.snapshot(snapshot_id) is not None:
+                return table
+        return self._require(table_name)
 
     def _mirror_table(self, table_name: str, table) -> MirrorTable:
         # The metadata as one JSON string: one py4j call, not several per snapshot (a table of 300
@@ -197,7 +214,7 @@ class IcebergJava:
     ) -> dict[str, DeleteFile]:
         """A snapshot's delete files (the current one's by default), keyed by the data file each one
         references."""
-        table = self._require(table_name)
+        table = self._with_snapshot(table_name, snapshot_id)
         snapshot = table.currentSnapshot() if snapshot_id is None else table.snapshot(snapshot_id)
         if snapshot is None:
             return {}
