@@ -244,26 +244,31 @@ def gcs_config(storage: dict[str, str]) -> dict[str, str]:
 def azure_config(storage: dict[str, str]) -> dict[str, str]:
     """Spark's Hadoop settings for ABFS and WASB from pyiceberg's `adls.*` properties, for the account
     they name (`adls.account-name`, else the connection string's): its shared key (`adls.account-key`,
-    else the connection string's) for both of its hosts; a custom blob endpoint (an emulator's, or a
-    private one) as ABFS's `fs.azure.abfs.endpoint` (`host:port`, the account then first in the path),
-    over http when its scheme says so. A `.blob.` URI reaches a flat-namespace account through ABFS's blob
-    client (Hadoop's rule for such URIs), so that host is marked as one. Other credentials (OAuth, SAS):
-    Hadoop's own `fs.azure.*` settings through `spark_config`."""
+    else the connection string's) for both of its hosts. A custom blob endpoint (`azure_endpoints`: an
+    emulator's, or a private one) becomes ABFS's `fs.azure.abfs.endpoint` (`host:port`, the account then
+    first in the path; ABFS applies it to `<account>.dfs.core.windows.net` URIs only), over http when its
+    scheme says so; without a dfs endpoint beside it, ABFS is told the account has a flat namespace and is
+    reached through its blob client (Hadoop's FNS-over-blob), since there is no dfs endpoint to use.
+    Other credentials (OAuth, SAS): Hadoop's own `fs.azure.*` settings through `spark_config`."""
     connection = azure_connection_string(storage.get("adls.connection-string", ""))
     account = storage.get("adls.account-name") or connection.get("AccountName")
     if not account:
         return {}
     dfs, blob = f"{account}.dfs.core.windows.net", f"{account}.blob.core.windows.net"
-    conf = {f"spark.hadoop.fs.azure.account.hns.enabled.{blob}": "false"}
+    conf: dict[str, str] = {}
     key = storage.get("adls.account-key") or connection.get("AccountKey")
-    endpoints = azure_endpoints(storage)
-    for host in (dfs, blob):
-        if key:
+    if key:
+        for host in (dfs, blob):
             conf[f"spark.hadoop.fs.azure.account.key.{host}"] = key
-        if "blob_storage_authority" in endpoints:
-            conf[f"spark.hadoop.fs.azure.abfs.endpoint.{host}"] = endpoints["blob_storage_authority"]
-        if endpoints.get("blob_storage_scheme") == "http":
-            conf[f"spark.hadoop.fs.azure.always.use.https.{host}"] = "false"
+    endpoints = azure_endpoints(storage)
+    if "blob_storage_authority" in endpoints:
+        conf[f"spark.hadoop.fs.azure.abfs.endpoint.{dfs}"] = endpoints["blob_storage_authority"]
+        if not (storage.get("adls.dfs-storage-authority") or connection.get("DfsEndpoint")):
+            conf[f"spark.hadoop.fs.azure.account.hns.enabled.{dfs}"] = "false"
+            conf[f"spark.hadoop.fs.azure.fns.account.service.type.{dfs}"] = "BLOB"
+    if endpoints.get("blob_storage_scheme") == "http":
+        # ABFS reads this one without an account suffix; abfss:// URIs stay on https regardless.
+        conf["spark.hadoop.fs.azure.always.use.https"] = "false"
     return conf
 
 
