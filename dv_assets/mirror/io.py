@@ -154,6 +154,18 @@ def azure_filesystem(properties: Mapping[str, str], account: str = "") -> pafs.A
     return pafs.AzureFileSystem(**options)
 
 
+def create_folders(filesystem: pafs.FileSystem, path: str) -> None:
+    """`create_dir(path, recursive=True)`, but on Azure a folder that pyarrow (Arrow 26) reads as a file is
+    taken as there: on a flat-namespace account Hadoop's ABFS and WASB mark folders with empty blobs
+    (`hdi_isfolder` metadata), which pyarrow sees as files and refuses to create a folder under, while
+    a blob below one is written all the same (a flat namespace has no folders to need)."""
+    try:
+        filesystem.create_dir(path, recursive=True)
+    except NotADirectoryError:
+        if not isinstance(filesystem, pafs.AzureFileSystem):
+            raise
+
+
 class NotARegularFileError(OSError):
     """The location is a folder, a FIFO or a device: a definite answer of the storage, not a failure."""
 
@@ -308,12 +320,12 @@ class FileIO:
     # -- writing ---------------------------------------------------------------------------------------
     def makedirs(self, location: str) -> None:
         filesystem, path = self.resolve(location)
-        filesystem.create_dir(path, recursive=True)
+        create_folders(filesystem, path)
 
     def write(self, location: str, content: bytes) -> None:
         """Write a whole new file (its folder is created when missing)."""
         filesystem, path = self.resolve(location)
-        filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        create_folders(filesystem, path.rsplit("/", 1)[0])
         with filesystem.open_output_stream(path) as out:
             out.write(content)
 
