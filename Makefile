@@ -105,7 +105,7 @@ $(JARS_AZURE): jvm/azure/pom.xml
 
 $(AZURITE): tests/integration/azurite/package.json tests/integration/azurite/package-lock.json
 	mkdir -p .node && cp tests/integration/azurite/package.json tests/integration/azurite/package-lock.json .node/
-	npm ci --prefix .node --no-audit --no-fund --loglevel=error
+	npm ci --prefix .node --no-audit --no-fund --loglevel=error >/dev/null
 	touch $@
 
 # Iceberg's REST catalog test server (integration tests only), in .jars/rest-catalog/.
