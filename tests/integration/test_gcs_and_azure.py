@@ -83,10 +83,8 @@ def assert_on_the_store(
     data = sorted(f["file_path"] for f in files if f["content"] == 0)
     deletes = sorted(f["file_path"] for f in files if f["content"] != 0)
     assert data and all(path.startswith(f"{delta}/") for path in data), (table, data)
-    assert deletes and all(f"{warehouse}/" in path and "/data/dvmirror-" in path for path in deletes), (
-        table,
-        deletes,
-    )
+    owned = [p for p in deletes if p.startswith(f"{warehouse}/") and "/data/dvmirror-" in p]
+    assert deletes and owned == deletes, (table, deletes)
     io = FileIO(catalog.storage_properties())
     for path in data + deletes:
         info = io.stat(path)
