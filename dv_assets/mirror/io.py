@@ -6,8 +6,10 @@ Locations stay strings end to end: a plain absolute path or a `file:` URI for lo
 otherwise. S3 (`s3://`, and Hadoop's `s3a://`/`s3n://` spellings of the same objects) is
 configured by Iceberg's catalog properties (`s3.endpoint`, `s3.access-key-id`, `s3.secret-access-key`,
 `s3.session-token`, `client.region`/`s3.region`, `s3.path-style-access`), the same keys Iceberg Java and
-pyiceberg read; what they leave unset comes from the AWS environment. Tests inject faults by subclassing
-`FileIO`, never through the production path.
+pyiceberg read; what they leave unset comes from the AWS environment. GCS (`gs://`) and Azure
+(`abfs[s]://`, `wasb[s]://`, Hadoop's `container@account.host` form) likewise, by pyiceberg's `gcs.*` and
+`adls.*` names (`gcs_filesystem`, `azure_filesystem`). Tests inject faults by subclassing `FileIO`, never
+through the production path.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlparse
 
@@ -40,6 +43,9 @@ class FileInfo:
 
 _LOCAL = pafs.LocalFileSystem()
 _S3_SCHEMES = ("s3", "s3a", "s3n")
+_AZURE_SCHEMES = ("abfs", "abfss", "wasb", "wasbs")
+# pyarrow needs an expiry with an access token; Iceberg's `gcs.oauth2.token` may come without one.
+_NO_KNOWN_EXPIRY = datetime(2200, 1, 1, tzinfo=UTC)
 
 
 def s3_filesystem(properties: Mapping[str, str]) -> pafs.S3FileSystem:
@@ -64,6 +70,101 @@ def s3_filesystem(properties: Mapping[str, str]) -> pafs.S3FileSystem:
     if properties.get("s3.path-style-access", "").lower() == "false" and endpoint:
         options["force_virtual_addressing"] = True
     return pafs.S3FileSystem(**options)
+
+
+def gcs_filesystem(properties: Mapping[str, str]) -> pafs.GcsFileSystem:
+    """pyarrow's GCS file system configured by Iceberg's GCS properties (pyiceberg's names:
+    `gcs.service.host`, `gcs.project-id`, `gcs.oauth2.token`, `gcs.oauth2.token-expires-at` in ms,
+    `gcs.default-bucket-location`; Iceberg Java's `gcs.no-auth`); Google's default credentials otherwise."""
+    options: dict[str, Any] = {}
+    host = properties.get("gcs.service.host")
+    if host:
+        parsed = urlparse(host)
+        options["endpoint_override"] = parsed.netloc or host
+        if parsed.scheme:
+            options["scheme"] = parsed.scheme
+    token = properties.get("gcs.oauth2.token")
+    if properties.get("gcs.no-auth", "").lower() == "true":
+        options["anonymous"] = True
+    elif token:
+        expires_ms = properties.get("gcs.oauth2.token-expires-at")
+        options["access_token"] = token
+        options["credential_token_expiration"] = (
+            datetime.fromtimestamp(int(expires_ms) / 1000, UTC) if expires_ms else _NO_KNOWN_EXPIRY
+        )
+    if properties.get("gcs.project-id"):
+        options["project_id"] = properties["gcs.project-id"]
+    if properties.get("gcs.default-bucket-location"):
+        options["default_bucket_location"] = properties["gcs.default-bucket-location"]
+    return pafs.GcsFileSystem(**options)
+
+
+def azure_connection_string(text: str) -> dict[str, str]:
+    """An Azure Storage connection string's fields (`AccountName`, `AccountKey`, `BlobEndpoint`, …)."""
+    fields = (part.partition("=") for part in text.split(";") if part.strip())
+    return {key.strip(): value.strip() for key, _, value in fields if key.strip()}
+
+
+def azure_endpoints(properties: Mapping[str, str]) -> dict[str, str]:
+    """The blob and dfs endpoints pyarrow's `*_storage_authority`/`*_storage_scheme` options take, from
+    pyiceberg's `adls.{blob,dfs}-storage-{authority,scheme}` or the connection string's `BlobEndpoint` and
+    `DfsEndpoint` (an emulator's `http://127.0.0.1:10000/devstoreaccount1`). Without a dfs endpoint of its
+    own, a custom blob endpoint serves as both: an emulator has none, and Azure's must not be reached."""
+    connection = azure_connection_string(properties.get("adls.connection-string", ""))
+    found: dict[str, str] = {}
+    for service, field in (("blob", "BlobEndpoint"), ("dfs", "DfsEndpoint")):
+        authority = properties.get(f"adls.{service}-storage-authority")
+        scheme = properties.get(f"adls.{service}-storage-scheme")
+        if not authority and connection.get(field):
+            parsed = urlparse(connection[field])
+            authority, scheme = parsed.netloc, scheme or parsed.scheme
+        if authority:
+            found[f"{service}_storage_authority"] = authority
+        if scheme:
+            found[f"{service}_storage_scheme"] = scheme
+    if "blob_storage_authority" in found and "dfs_storage_authority" not in found:
+        found["dfs_storage_authority"] = found["blob_storage_authority"]
+        if "blob_storage_scheme" in found:
+            found["dfs_storage_scheme"] = found["blob_storage_scheme"]
+    return found
+
+
+def azure_filesystem(properties: Mapping[str, str], account: str = "") -> pafs.AzureFileSystem:
+    """pyarrow's Azure file system for the storage `account` (the location's; else `adls.account-name`),
+    configured by pyiceberg's ADLS properties: `adls.account-name`, `adls.account-key`, `adls.sas-token`,
+    `adls.connection-string` (its fields fill what those leave unset), the endpoints (`azure_endpoints`),
+    `adls.tenant-id`/`adls.client-id`/`adls.client-secret`; Azure's default credentials otherwise."""
+    connection = azure_connection_string(properties.get("adls.connection-string", ""))
+    options: dict[str, Any] = {
+        "account_name": account or properties.get("adls.account-name") or connection.get("AccountName", "")
+    }
+    key = properties.get("adls.account-key") or connection.get("AccountKey")
+    sas = properties.get("adls.sas-token") or connection.get("SharedAccessSignature")
+    if key:
+        options["account_key"] = key
+    elif sas:
+        options["sas_token"] = sas
+    options.update(azure_endpoints(properties))
+    for prop, option in (
+        ("adls.tenant-id", "tenant_id"),
+        ("adls.client-id", "client_id"),
+        ("adls.client-secret", "client_secret"),
+    ):
+        if properties.get(prop):
+            options[option] = properties[prop]
+    return pafs.AzureFileSystem(**options)
+
+
+def create_folders(filesystem: pafs.FileSystem, path: str) -> None:
+    """`create_dir(path, recursive=True)`, but on Azure a folder that pyarrow (Arrow 26) reads as a file is
+    taken as there: on a flat-namespace account Hadoop's ABFS and WASB mark folders with empty blobs
+    (`hdi_isfolder` metadata), which pyarrow sees as files and refuses to create a folder under, while
+    a blob below one is written all the same (a flat namespace has no folders to need)."""
+    try:
+        filesystem.create_dir(path, recursive=True)
+    except NotADirectoryError:
+        if not isinstance(filesystem, pafs.AzureFileSystem):
+            raise
 
 
 # Requests in flight at once for a batch of stats on an object store: pyarrow asks one path at a time
@@ -116,6 +217,8 @@ class FileIO:
     def __init__(self, properties: Mapping[str, str] | None = None) -> None:
         self.properties = dict(properties or {})
         self._s3: pafs.S3FileSystem | None = None
+        self._gcs: pafs.GcsFileSystem | None = None
+        self._azure: dict[str, pafs.AzureFileSystem] = {}  # by storage account
 
     def __getstate__(self) -> dict[str, Any]:
         return {"properties": self.properties}
@@ -140,6 +243,18 @@ class FileIO:
             if self._s3 is None:
                 self._s3 = s3_filesystem(self.properties)
             return self._s3, f"{parsed.netloc}{parsed.path}"
+        if parsed.scheme == "gs":
+            if self._gcs is None:
+                self._gcs = gcs_filesystem(self.properties)
+            return self._gcs, f"{parsed.netloc}{parsed.path}"
+        if parsed.scheme in _AZURE_SCHEMES:
+            # Hadoop's `container@account.blob.core.windows.net` (or pyarrow's bare `container`).
+            container, _, host = parsed.netloc.partition("@")
+            account = host.split(".", 1)[0]
+            filesystem = self._azure.get(account)
+            if filesystem is None:
+                filesystem = self._azure[account] = azure_filesystem(self.properties, account)
+            return filesystem, f"{container}{parsed.path}"
         return pafs.FileSystem.from_uri(location)
 
     # -- reading ---------------------------------------------------------------------------------------
@@ -300,12 +415,12 @@ class FileIO:
     # -- writing ---------------------------------------------------------------------------------------
     def makedirs(self, location: str) -> None:
         filesystem, path = self.resolve(location)
-        filesystem.create_dir(path, recursive=True)
+        create_folders(filesystem, path)
 
     def write(self, location: str, content: bytes) -> None:
         """Write a whole new file (its folder is created when missing)."""
         filesystem, path = self.resolve(location)
-        filesystem.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        create_folders(filesystem, path.rsplit("/", 1)[0])
         with filesystem.open_output_stream(path) as out:
             out.write(content)
 

@@ -5,8 +5,9 @@ fields) over a configuration file over the environment over defaults. This modul
 The Iceberg catalog is one property map in Iceberg's own property names (`type` or `catalog-impl`,
 `uri`, `warehouse`, `io-impl`, `s3.endpoint`, …): Iceberg Java gets it as `spark.sql.catalog.dvmirror.*`,
 pyiceberg through `load_catalog` (`CatalogConfig.pyiceberg_properties` translates the few names that
-differ), and the `s3.*` keys also configure the mirror's own storage access and Spark's S3A (the Delta
-side). Credentials are best left to the environment (`AWS_ACCESS_KEY_ID`, …), which every engine reads.
+differ), and the object-storage keys (`s3.*`, `gcs.*`, `adls.*`) also configure the mirror's own storage
+access and Spark's Hadoop file systems (the Delta side). Credentials are best left to the environment
+(`AWS_ACCESS_KEY_ID`, …), which every engine reads.
 
 Defaults are relative to the working directory, never to the source tree, so an installed package
 behaves like a checkout run from the same folder. The JVM side: with a jars folder (DVMIRROR_JARS, or
@@ -24,6 +25,8 @@ from the Maven coordinates of `maven.json` (jvm/pom.xml's) into the Ivy cache, o
 | Maven packages | — | `DVMIRROR_SPARK_PACKAGES=1` | on when there is no jars folder |
 | Ivy cache (Maven packages) | — | `DVMIRROR_IVY` | `$XDG_CACHE_HOME/dvmirror/ivy` (`~/.cache/…`) |
 | S3 jars in Spark | on for an `s3://`/`s3a://` Delta | `DVMIRROR_S3=1` | on if the catalog uses S3 |
+| GCS jars in Spark | on for a `gs://` Delta | — | on if the catalog uses GCS (`gs://` warehouse, `gcs.*`) |
+| Azure jars in Spark | on for an `abfs[s]://`/`wasb[s]://` Delta | — | on if the catalog uses Azure |
 | Spark master | — | `DVMIRROR_SPARK_MASTER` | `local[2]` |
 | driver memory | — | `DVMIRROR_SPARK_DRIVER_MEMORY` | `3g` |
 | sources file | — | `DVMIRROR_SOURCES` | `sources.yaml` (Dagster) |
@@ -77,6 +80,14 @@ EXECUTOR_BYTES_ENV = "DVMIRROR_EXECUTOR_BYTES"
 EXECUTORS_ON_LOCAL_ENV = "DVMIRROR_EXECUTORS_ON_LOCAL"
 DEBUG_ENV = "DVMIRROR_DEBUG"
 S3_ENV = "DVMIRROR_S3"
+
+# How each object store's locations start (Hadoop's spellings included), and the catalog property prefixes
+# of the object stores (Iceberg's and pyiceberg's names), which the mirror's FileIO and Spark's Hadoop
+# file systems read too.
+S3_SCHEMES = ("s3://", "s3a://", "s3n://")
+GCS_SCHEMES = ("gs://",)
+AZURE_SCHEMES = ("abfs://", "abfss://", "wasb://", "wasbs://")
+STORAGE_PREFIXES = ("s3.", "client.", "gcs.", "adls.")
 
 STATE_DIR = ".dvmirror"
 JARS_DIR = ".jars"
@@ -256,10 +267,20 @@ class CatalogConfig:
 
     @property
     def uses_s3(self) -> bool:
-        warehouse = self.warehouse or ""
-        return warehouse.startswith(("s3://", "s3a://", "s3n://")) or any(
-            k.startswith("s3.") for k in self.properties
-        )
+        return self._uses(S3_SCHEMES, "s3.")
+
+    @property
+    def uses_gcs(self) -> bool:
+        return self._uses(GCS_SCHEMES, "gcs.")
+
+    @property
+    def uses_azure(self) -> bool:
+        return self._uses(AZURE_SCHEMES, "adls.")
+
+    def _uses(self, schemes: tuple[str, ...], prefix: str) -> bool:
+        """Whether the warehouse is on that store or any property configures it."""
+        on_it = (self.warehouse or "").startswith(schemes)
+        return on_it or any(k.startswith(prefix) for k in self.properties)
 
     @property
     def endpoint(self) -> tuple[str, str, int] | None:
@@ -283,8 +304,9 @@ class CatalogConfig:
         return None if port is None else ("uri", parts.hostname, port)
 
     def storage_properties(self) -> dict[str, str]:
-        """The object-storage keys (`s3.*`, `client.*`) shared with the mirror's own FileIO and S3A."""
-        return {k: v for k, v in self.properties.items() if k.startswith(("s3.", "client."))}
+        """The object-storage keys (`s3.*`, `client.*`, `gcs.*`, `adls.*`) shared with the mirror's own
+        FileIO and Spark's Hadoop file systems."""
+        return {k: v for k, v in self.properties.items() if k.startswith(STORAGE_PREFIXES)}
 
 
 def _sqlalchemy_uri(jdbc_uri: str, props: Mapping[str, str]) -> str:
@@ -360,6 +382,12 @@ class MirrorSettings:
     # asked for (`s3_requested`: the flag, DVMIRROR_S3) or when the catalog uses S3.
     s3: bool = False
     s3_requested: bool = False
+    # The same for GCS (`make jars-gcs`) and Azure (`make jars-azure`): asked for by the Delta table's
+    # location (`gs://`; `abfs[s]://`, `wasb[s]://`), or the catalog uses them.
+    gcs: bool = False
+    gcs_requested: bool = False
+    azure: bool = False
+    azure_requested: bool = False
 
     @classmethod
     def resolve(
@@ -373,6 +401,8 @@ class MirrorSettings:
         jars_dir: str | Path | None = None,
         sources_file: str | Path | None = None,
         s3: bool = False,
+        gcs: bool = False,
+        azure: bool = False,
         spark_master: str | None = None,
         driver_memory: str | None = None,
         spark_packages: bool | None = None,
@@ -424,12 +454,32 @@ class MirrorSettings:
             ),
             s3=s3_requested or catalog.uses_s3,
             s3_requested=s3_requested,
+            gcs=gcs or catalog.uses_gcs,
+            gcs_requested=gcs,
+            azure=azure or catalog.uses_azure,
+            azure_requested=azure,
         )
 
     def with_catalog(self, catalog: CatalogConfig) -> MirrorSettings:
         """The same settings over another catalog (a code location whose tables name theirs): what
         `resolve(catalog=catalog)` gives, without reading the environment again."""
-        return replace(self, catalog=catalog, s3=self.s3_requested or catalog.uses_s3)
+        return replace(
+            self,
+            catalog=catalog,
+            s3=self.s3_requested or catalog.uses_s3,
+            gcs=self.gcs_requested or catalog.uses_gcs,
+            azure=self.azure_requested or catalog.uses_azure,
+        )
+
+    def for_location(self, location: str) -> MirrorSettings:
+        """These settings with the jars a Delta table at `location` needs (its URI's object store)."""
+        if location.startswith(S3_SCHEMES):
+            return replace(self, s3=True, s3_requested=True)
+        if location.startswith(GCS_SCHEMES):
+            return replace(self, gcs=True, gcs_requested=True)
+        if location.startswith(AZURE_SCHEMES):
+            return replace(self, azure=True, azure_requested=True)
+        return self
 
     @property
     def executor_dvs(self) -> str:

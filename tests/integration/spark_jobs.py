@@ -1,6 +1,6 @@
 """Spark programs the integration tests run in a process of their own (a process holds one Spark
-session and one catalog): write a Delta table with deletion vectors through S3A, and read a mirror back
-with Iceberg Java. Each prints JSON on its last stdout line.
+session and one catalog): write a Delta table with deletion vectors through Hadoop's S3A, GCS connector
+or ABFS, and read a mirror back with Iceberg Java. Each prints JSON on its last stdout line.
 
     python -m tests.integration.spark_jobs write-delta URI [--catalog-property K=V ...]
     python -m tests.integration.spark_jobs read-iceberg NS.TABLE [--catalog-property K=V ...]
@@ -59,7 +59,7 @@ def main() -> None:
     parser.add_argument("--catalog-property", action="append", default=[])
     args = parser.parse_args()
     properties = dict(parse_property(p) for p in args.catalog_property)
-    settings = MirrorSettings.resolve(catalog_properties=properties, s3=args.target.startswith("s3"))
+    settings = MirrorSettings.resolve(catalog_properties=properties).for_location(args.target)
     spark = get_or_create_spark(settings)
     if args.job == "write-delta":
         result = write_delta(spark, args.target)

@@ -19,8 +19,9 @@ s3.endpoint=http://127.0.0.1:9000`, or the same keys under `catalog:` in a YAML 
 DVMIRROR_CONFIG; flags override it). Default: the embedded sqlite catalog ./.dvmirror/catalog.db and
 warehouse ./.dvmirror/warehouse in the working directory, created by the first sync that mirrors a
 version, once its input is checked (--catalog-uri and --warehouse put them anywhere else).
-The Delta table may be a local path or an s3:// / s3a:// URI (the catalog's s3.* properties or the AWS
-environment give the endpoint and credentials). Every setting and variable: `dv_assets.mirror.settings`.
+The Delta table may be a local path or an s3:// / s3a://, gs:// or abfs[s]:// / wasb[s]:// URI (the
+catalog's s3.*, gcs.* or adls.* properties or the environment give the endpoint and credentials). Every
+setting and variable: `dv_assets.mirror.settings`.
 Set DVMIRROR_DEBUG=1 to see the traceback of an internal error.
 
 Spark (sync, verify --full, expire) needs Java 17 or newer (JAVA_HOME, else `java` on the PATH). Its jars:

@@ -16,8 +16,6 @@ from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.identity import mirror_position
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings, parse_property
 
-S3_SCHEMES = ("s3://", "s3a://", "s3n://")
-
 
 def documented_subcommand(
     commands: argparse._SubParsersAction, name: str, *, help: str, doc: str
@@ -56,14 +54,15 @@ def add_catalog_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from(args: argparse.Namespace, delta_location: str | None = None) -> MirrorSettings:
-    """The settings the catalog flags name (ValueError: bad flags); S3 jars when the Delta table is on S3."""
-    return MirrorSettings.resolve(
+    """The settings the catalog flags name (ValueError: bad flags); the S3, GCS or Azure jars when the
+    Delta table is there."""
+    settings = MirrorSettings.resolve(
         catalog_uri=args.catalog_uri,
         catalog_properties=dict(parse_property(p) for p in args.catalog_property),
         config_file=args.config,
         warehouse=args.warehouse,
-        s3=(delta_location or "").startswith(S3_SCHEMES),
     )
+    return settings.for_location(delta_location or "")
 
 
 def not_a_local_delta_table(location: str) -> str | None:

@@ -50,7 +50,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from dv_assets.mirror.cli.arguments import (
-    S3_SCHEMES,
     check_catalog_reachable,
     not_a_local_delta_table,
     position_without_jvm,
@@ -297,8 +296,8 @@ def _load(args: argparse.Namespace) -> tuple[MirrorSettings, list[FleetTable]]:
     if not mirrors:
         raise MirrorInputError(f"tables file {args.tables}: no tables")
     catalog = mirrors[0][1]
-    if any(source.delta_path.startswith(S3_SCHEMES) for source, _ in mirrors):
-        settings = replace(settings, s3=True, s3_requested=True)
+    for source, _ in mirrors:
+        settings = settings.for_location(source.delta_path)
     if catalog != settings.catalog:
         settings = settings.with_catalog(catalog)
     tables = [

@@ -44,7 +44,7 @@ from dv_assets.mirror.iceberg.mirror_table import (
 )
 from dv_assets.mirror.iceberg.types import Schema
 from dv_assets.mirror.locations import iceberg_location
-from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
+from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, STORAGE_PREFIXES
 
 # Iceberg Java exceptions that mean "someone else committed first": the plan is stale, nothing landed.
 _CONFLICTS = (
@@ -148,13 +148,13 @@ class IcebergJava:
         return table
 
     def storage_properties(self) -> dict[str, str]:
-        """The catalog's object-storage properties (`s3.*`, `client.*`): the mirror's own FileIO uses
-        the same endpoint and credentials as Iceberg Java."""
+        """The catalog's object-storage properties (`s3.*`, `client.*`, `gcs.*`, `adls.*`): the mirror's
+        own FileIO uses the same endpoint and credentials as Iceberg Java."""
         prefix = f"spark.sql.catalog.{ICEBERG_CATALOG_NAME}."
         return {
             key[len(prefix) :]: value
             for key, value in self._spark.sparkContext.getConf().getAll()
-            if key.startswith((f"{prefix}s3.", f"{prefix}client."))
+            if key.startswith(tuple(prefix + p for p in STORAGE_PREFIXES))
         }
 
     def load(self, table_name: str) -> MirrorTable | None:
