@@ -49,7 +49,9 @@ def test_without_a_jars_folder_spark_resolves_the_coordinates(tmp_path) -> None:
     s3 = MirrorSettings.resolve(catalog=CatalogConfig.under(tmp_path), s3=True, environ={}, cwd=tmp_path)
     assert "org.apache.hadoop:*" not in spark_config(s3)["spark.jars.excludes"].split(",")
     # A gs:// Delta table asks for the GCS coordinates, an abfs:// one for Azure's, each only then.
-    plain = MirrorSettings.resolve(catalog=CatalogConfig.under(tmp_path), environ={}, cwd=tmp_path)
+    # Its own Ivy folder: a remembered classpath in the user's cache (any earlier run's) replaces packages.
+    ivy = {"DVMIRROR_IVY": str(tmp_path / "ivy")}
+    plain = MirrorSettings.resolve(catalog=CatalogConfig.under(tmp_path), environ=ivy, cwd=tmp_path)
     for location, wanted, unwanted in (
         ("gs://b/t", GCS_PACKAGES, AZURE_PACKAGES),
         ("abfs://c@a.dfs.core.windows.net/t", AZURE_PACKAGES, GCS_PACKAGES),
