@@ -47,6 +47,7 @@ def reader_features_by_version(root: Path) -> dict[int, list[str]]:
     return found
 
 
+@pytest.mark.extended  # half a minute: make test-extended (CI too)
 def test_vacuum_protocol_check(spark, catalog, tmp_path: Path) -> None:
     """`vacuumProtocolCheck` enabled through a table property mid-history, DML with DVs before and after:
     every version mirrors exactly in both formats (the feature only constrains VACUUM)."""
@@ -82,6 +83,7 @@ WIDENED_FILTERS = ["i > 3000000000", "i >= 15 AND i < 20", "d >= 38.25", "d > 12
 NARROW_FILTERS = ["i >= 15 AND i < 20"]
 
 
+@pytest.mark.extended  # half a minute: make test-extended (CI too)
 def test_type_widening(spark, catalog, tmp_path: Path) -> None:
     """`typeWidening`: int → long, decimal(5,2) → decimal(10,2) and byte → short become Iceberg type
     promotions on the same field ids (byte → short: none, both are Iceberg int); old files keep their

@@ -33,7 +33,8 @@ from tests.helpers.delta_histories import (
 )
 from tests.helpers.readers import delta_spark_rows, duckdb_rows, pyiceberg_rows, snapshots_by_delta_version
 
-pytestmark = pytest.mark.spark
+# `extended`: its Delta Spark table takes a minute to build; make test-extended runs it (CI too).
+pytestmark = [pytest.mark.spark, pytest.mark.extended]
 
 NOTE = (
     "mirrored from Delta version 3: versions 0..2 are no longer readable in Delta "
