@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import urlsplit
 
 CREDENTIALS = {
     "AWS_ACCESS_KEY_ID": "dvmirror-test",
@@ -40,14 +40,8 @@ _HOP_BY_HOP = {
 def request_kind(method: str, target: str) -> str:
     """What an S3 request is, by its method and query: LIST (ListObjects of a bucket), HEAD, GET (an
     object's bytes), PUT, DELETE, POST (multi-part uploads, batch deletes)."""
-    parts = urlsplit(target)
-    query = parse_qs(parts.query, keep_blank_values=True)
-    key = parts.path.lstrip("/").partition("/")[2]  # path-style: /bucket/key
-    if method == "GET" and not key and ("list-type" in query or "prefix" in query or "delimiter" in query):
-        return "LIST"
-    if method == "GET" and not key:
-        return "LIST"
-    return method
+    key = urlsplit(target).path.lstrip("/").partition("/")[2]  # path-style: /bucket/key
+    return "LIST" if method == "GET" and not key else method
 
 
 @dataclass

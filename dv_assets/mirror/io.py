@@ -48,15 +48,22 @@ _AZURE_SCHEMES = ("abfs", "abfss", "wasb", "wasbs")
 _NO_KNOWN_EXPIRY = datetime(2200, 1, 1, tzinfo=UTC)
 
 
+def _endpoint_options(endpoint: str | None) -> dict[str, Any]:
+    """pyarrow's `endpoint_override` and `scheme` from an Iceberg endpoint property (`http://host:port`
+    or a bare `host:port`); none when it is unset."""
+    if not endpoint:
+        return {}
+    parsed = urlparse(endpoint)
+    options: dict[str, Any] = {"endpoint_override": parsed.netloc or endpoint}
+    if parsed.scheme:
+        options["scheme"] = parsed.scheme
+    return options
+
+
 def s3_filesystem(properties: Mapping[str, str]) -> pafs.S3FileSystem:
     """pyarrow's S3 file system configured by Iceberg's S3 properties (the environment for the rest)."""
-    options: dict[str, Any] = {}
     endpoint = properties.get("s3.endpoint")
-    if endpoint:
-        parsed = urlparse(endpoint)
-        options["endpoint_override"] = parsed.netloc or endpoint
-        if parsed.scheme:
-            options["scheme"] = parsed.scheme
+    options: dict[str, Any] = _endpoint_options(endpoint)
     for key, option in (
         ("s3.access-key-id", "access_key"),
         ("s3.secret-access-key", "secret_key"),
@@ -76,13 +83,7 @@ def gcs_filesystem(properties: Mapping[str, str]) -> pafs.GcsFileSystem:
     """pyarrow's GCS file system configured by Iceberg's GCS properties (pyiceberg's names:
     `gcs.service.host`, `gcs.project-id`, `gcs.oauth2.token`, `gcs.oauth2.token-expires-at` in ms,
     `gcs.default-bucket-location`; Iceberg Java's `gcs.no-auth`); Google's default credentials otherwise."""
-    options: dict[str, Any] = {}
-    host = properties.get("gcs.service.host")
-    if host:
-        parsed = urlparse(host)
-        options["endpoint_override"] = parsed.netloc or host
-        if parsed.scheme:
-            options["scheme"] = parsed.scheme
+    options: dict[str, Any] = _endpoint_options(properties.get("gcs.service.host"))
     token = properties.get("gcs.oauth2.token")
     if properties.get("gcs.no-auth", "").lower() == "true":
         options["anonymous"] = True
