@@ -158,6 +158,7 @@ def base_commit(*adds: dict) -> list[dict]:
 
 HARD_LINKS_PER_FILE = 60_000  # ext4 allows 65,000 names per inode
 CHECKPOINT_BATCH = 100_000  # adds per row group of a written checkpoint
+LINKS_PER_FOLDER = 1_000_000
 
 
 class SyntheticTable:
@@ -179,6 +180,7 @@ class SyntheticTable:
         self.metadata: dict = {}
         self._link_target: Path | None = None  # the real file new hard links name, and its link count
         self._links = 0
+        self._linked = 0  # hard links made
 
     def _commit(self, actions: list[dict]) -> int:
         self.version += 1
@@ -192,25 +194,31 @@ class SyntheticTable:
         """A new data file of the template's bytes; `linked`: a hard link to an earlier such file (the
         same bytes and size, no inode or data block of its own), at most HARD_LINKS_PER_FILE names each."""
         name = f"part-{uuid.uuid4()}.parquet"
-        path = self.root / name
         if linked and self._link_target is not None and self._links < HARD_LINKS_PER_FILE:
-            os.link(self._link_target, path)
+            # In folders of LINKS_PER_FOLDER names: ext4's directory index holds ~10 million at most.
+            folder = f"links-{self._linked // LINKS_PER_FOLDER:03d}"
+            if self._linked % LINKS_PER_FOLDER == 0:
+                (self.root / folder).mkdir(exist_ok=True)
+            name = f"{folder}/{name}"
+            os.link(self._link_target, self.root / name)
             self._links += 1
+            self._linked += 1
         else:
-            path.write_bytes(self.content)
+            (self.root / name).write_bytes(self.content)
             if linked:
-                self._link_target, self._links = path, 1
+                self._link_target, self._links = self.root / name, 1
         self.files.append(name)
         return self._add(name, None)
 
-    def create(self, files: int, *, real: int | None = None) -> int:
+    def create(self, files: int, *, real: int | None = None, logged: bool = True) -> int:
         """Version 0: the protocol and metadata (DVs enabled) and `files` data files; with `real`, only
         the first `real` have bytes of their own and the others are hard links (a bench's million files;
-        give DVs only to real ones)."""
+        give DVs only to real ones). Without `logged`, the commit holds no adds: for a table whose log is
+        cleaned up after a checkpoint (`clean_up_log`), which nobody reads before (ten million adds)."""
         self.metadata = {**METADATA, "id": str(uuid.uuid4())}
         actions = [info("WRITE"), {"protocol": PROTOCOL}, {"metaData": self.metadata}]
         adds = [self._new_file(linked=real is not None and i >= real) for i in range(files)]
-        return self._commit(actions + adds)
+        return self._commit(actions + adds if logged else actions)
 
     def append(self, files: int = 1) -> int:
         """A blind append (WRITE) of `files` new data files; its version."""

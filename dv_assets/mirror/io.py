@@ -171,7 +171,7 @@ def create_folders(filesystem: pafs.FileSystem, path: str) -> None:
 # Requests in flight at once for a batch of stats on an object store: pyarrow asks one path at a time
 # (its `get_file_info(list)` is a loop of HEADs), so a batch is spread over this many threads.
 REQUEST_CONCURRENCY = 16
-_UNLISTED = object()  # `_sizes_by_listing`: a location the listing does not cover
+_UNLISTED = object()  # `FolderListing.size_of`: a location the listing does not cover
 
 
 def _file_infos(filesystem: pafs.FileSystem, paths: list[str]) -> list[pafs.FileInfo]:
@@ -205,6 +205,35 @@ def _opened(open_: Callable[[str], pa.NativeFile], location: str, path: str) -> 
         return open_(path)
     except FileNotFoundError:
         raise FileNotFoundError(f"{location} does not exist") from None
+
+
+class FolderListing:
+    """The regular files under an object-store folder and their sizes, from one recursive listing (a
+    request per 1,000 keys) made when first asked. One pass's answer, made for it and dropped after
+    (`FileIO.listing`): a listing is true of one moment. It holds every file under the folder, about
+    150 bytes each: on an object store, what a first version's presence check holds for the whole table."""
+
+    def __init__(self, filesystem: pafs.FileSystem, prefix: str) -> None:
+        self._filesystem = filesystem
+        self._prefix = prefix
+        self._sizes: dict[str, int] | None = None
+
+    def size_of(self, filesystem: pafs.FileSystem, path: str) -> int | object | None:
+        """The size of the file at `path` on `filesystem`, None when the listing does not hold it, and
+        `_UNLISTED` when it is not the listing's to say (another file system, outside the folder)."""
+        if not path.startswith(self._prefix) or not (
+            filesystem is self._filesystem or filesystem.equals(self._filesystem)
+        ):
+            return _UNLISTED
+        if self._sizes is None:
+            selector = pafs.FileSelector(self._prefix.rstrip("/"), allow_not_found=True, recursive=True)
+            regular = pafs.FileType.File
+            self._sizes = {
+                info.path: info.size
+                for info in self._filesystem.get_file_info(selector)
+                if info.type == regular
+            }
+        return self._sizes.get(path)
 
 
 class NotARegularFileError(OSError):
@@ -314,49 +343,31 @@ class FileIO:
         with ThreadPoolExecutor(min(REQUEST_CONCURRENCY, len(filesystem_paths))) as pool:
             return list(pool.map(lambda pair: _opens(*pair), filesystem_paths))
 
-    def file_sizes(self, locations: Sequence[str], *, listed_under: str | None = None) -> list[int | None]:
+    def file_sizes(
+        self, locations: Sequence[str], *, listing: FolderListing | None = None
+    ) -> list[int | None]:
         """The size of each location that is a regular file, None for any other (missing, a folder...):
         `stat_many` without its FileInfo objects, for the million files a first version checks.
 
-        `listed_under`, a folder: on an object store, the locations inside it are answered by one
-        recursive listing of it (a request per 1,000 keys under it) instead of a request per location.
-        The caller says so when the locations are most of what the folder holds (a table's whole state
-        under its root); locations outside it, and every local one, are stat'ed as without it."""
+        `listing` (`FileIO.listing`): the locations inside its folder are answered by its one recursive
+        listing instead of a request each; locations outside it are stat'ed as without it."""
         regular = pafs.FileType.File
-        if listed_under is not None:
-            listed = self._sizes_by_listing(listed_under, locations)
-            if listed is not None:
-                rest = [i for i, size in enumerate(listed) if size is _UNLISTED]
-                for index, info in zip(rest, self._stat_all([locations[i] for i in rest]), strict=True):
-                    listed[index] = info.size if info.type == regular else None
-                return listed  # type: ignore[return-value]
+        if listing is not None:
+            listed = [listing.size_of(*self.resolve(location)) for location in locations]
+            rest = [i for i, size in enumerate(listed) if size is _UNLISTED]
+            for index, info in zip(rest, self._stat_all([locations[i] for i in rest]), strict=True):
+                listed[index] = info.size if info.type == regular else None
+            return listed  # type: ignore[return-value]
         return [info.size if info.type == regular else None for info in self._stat_all(locations)]
 
-    def _sizes_by_listing(self, folder: str, locations: Sequence[str]) -> list[object] | None:
-        """Sizes of `locations` from one recursive listing of `folder`, `_UNLISTED` for those outside it
-        (or on another file system); None when `folder` is local (a stat per file costs no request)."""
+    def listing(self, folder: str) -> FolderListing | None:
+        """A listing of `folder` to answer `file_sizes` with, made when first asked; None when `folder` is
+        local (a stat per file costs no request). For a caller about to ask about most of what the folder
+        holds (a table's whole state under its root)."""
         filesystem, base = self.resolve(folder)
         if filesystem is _LOCAL:
             return None
-        prefix = base.rstrip("/") + "/"
-        sizes: list[object] = [_UNLISTED] * len(locations)
-        wanted: dict[str, list[int]] = {}
-        for index, location in enumerate(locations):
-            other, path = self.resolve(location)
-            if (other is filesystem or other.equals(filesystem)) and path.startswith(prefix):
-                wanted.setdefault(path, []).append(index)
-                sizes[index] = None  # not listed: missing
-        if not wanted:
-            return sizes
-        selector = pafs.FileSelector(prefix.rstrip("/"), allow_not_found=True, recursive=True)
-        regular = pafs.FileType.File
-        for info in filesystem.get_file_info(selector):
-            indexes = wanted.get(info.path)
-            if indexes is not None and info.type == regular:
-                size = info.size
-                for index in indexes:
-                    sizes[index] = size
-        return sizes
+        return FolderListing(filesystem, base.rstrip("/") + "/")
 
     def _stat_all(self, locations: Sequence[str]) -> list[pafs.FileInfo]:
         groups: list[tuple[pafs.FileSystem, list[int], list[str]]] = []

@@ -209,6 +209,9 @@ class VersionPlan:
     new_table: NewTable | None
     delete_job: DeleteFileJob
     name_mapping: list[dict] | None = None  # the table's next name mapping, when the version changes it
+    # The version's Iceberg entries when they were made ahead, as its files were read (a new mirror's
+    # whole first version, `sync.py`): its `change` then lists only the files with a DV, the DV job's.
+    data_files: Collection[DataFile] | None = None
 
     def commit_request(self, written: Sequence[DeleteFile]) -> CommitRequest:
         """The version's commit, with `written`, the delete files the job wrote."""
@@ -223,7 +226,11 @@ class VersionPlan:
                 **({} if state.recorded_paths else {URI_LOCATIONS_SUMMARY: "true"}),
             },
             base_snapshot_id=state.base_snapshot_id,
-            add_data_files=DataFiles.of(change.added, state, metadata, new_schema or schema, self.rows),
+            add_data_files=(
+                self.data_files
+                if self.data_files is not None
+                else DataFiles.of(change.added, state, metadata, new_schema or schema, self.rows)
+            ),
             remove_data_files=tuple(_removed_data_file(add, state, partition) for add in change.removed),
             add_delete_files=tuple(written),
             # Every replaced delete goes explicitly, the DV of a removed data file too: Iceberg (v3) does not

@@ -16,10 +16,12 @@ Words: to *sync* is the act (the CLI's `dvmirror sync`); the *mirror* is the Ice
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,14 +30,17 @@ from pyspark.sql import SparkSession
 from dv_assets.mirror.delta.actions import AddFile
 from dv_assets.mirror.delta.checkpoint_index import CheckpointIndexes
 from dv_assets.mirror.delta.data_files import (
+    DataFileMissingError,
     ReadableStart,
     check_data_files_present,
     first_readable_version,
     record_count,
 )
 from dv_assets.mirror.delta.paths import PathPolicy
-from dv_assets.mirror.delta.replay import DeltaTable, VersionChange
+from dv_assets.mirror.delta.replay import DeltaTable, VersionChange, WholeState
+from dv_assets.mirror.dv.reader import resolve_dv_location
 from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorConflictError, MirrorInputError
+from dv_assets.mirror.iceberg.content_file_lines import SpooledDataFiles, lines_file, write_data_files
 from dv_assets.mirror.iceberg.content_files import DeleteFile
 from dv_assets.mirror.iceberg.delete_files import run_delete_job
 from dv_assets.mirror.iceberg.java import IcebergJava
@@ -48,10 +53,10 @@ from dv_assets.mirror.iceberg.mirror_table import (
     MirrorTable,
 )
 from dv_assets.mirror.identity import check_apart, check_same_delta_table, mirror_position
-from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.io import FileIO, FolderListing
 from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.placement import DEFAULT_EXECUTOR_POLICY, ExecutorPolicy, Placement
-from dv_assets.mirror.plan import MirrorState, VersionPlan, files_to_count, plan_version
+from dv_assets.mirror.plan import DataFiles, MirrorState, VersionPlan, plan_version
 from dv_assets.mirror.results import SyncResult, VersionResult
 
 DEFAULT_FORMAT_VERSION = 3
@@ -96,31 +101,34 @@ def sync_table(
     delta = DeltaTable(delta_root, io=io, checkpoint_indexes=indexes).listed_once(_mirrored_version(table))
     latest = delta.latest_version()
     target = latest if until_version is None else min(until_version, latest)
-    state, last_mirrored, start, walked = _starting_point(
-        iceberg, delta, table_name, table, format_version, latest, target, io, paths
-    )
+    state, last_mirrored, start = _starting_point(iceberg, delta, table_name, table, format_version, target)
     result = SyncResult(delta_root, table_name, state.format_version, last_mirrored, latest)
     if start > target:
         return result
-    if state.first_readable_version is not None:
-        result.first_readable_version = start
-        result.start_note = start_note(start, delta.oldest_version())
-        log.info("%s: %s", table_name, result.start_note)
-
-    _mirror_versions(
+    mirror = functools.partial(
+        _mirror_versions,
         spark,
         iceberg,
         io,
-        # A new mirror's first snapshot is the whole state of its first version, wherever that is.
-        delta.changes(start, target, whole_first=table is None),
-        state,
-        result,
         paths=paths,
         executors=executors,
         on_version=on_version,
         stop=stop,
-        walked=walked,
     )
+    try:
+        mirror(_changes(delta, start, target, new_mirror=table is None), state, result)
+    except _StartUnreadable:
+        # The oldest version's files are not all there (VACUUM removed some): the first version whose
+        # files all are, found by walking the log, whose answer stands for that version's presence check.
+        walked = _first_version(delta, latest, target, io, paths)
+        start = walked.version
+        assert start is not None  # `_first_version` refuses when no version is readable
+        state = MirrorState.new(delta_root, state.location, state.format_version, start or None)
+        mirror(_changes(delta, start, target, new_mirror=True), state, result, walked=walked)
+    if table is None and start > 0:
+        result.first_readable_version = start
+        result.start_note = start_note(start, delta.oldest_version())
+        log.info("%s: %s", table_name, result.start_note)
     if result.versions:
         # Once the versions are committed, and their files no longer held (a first version's may be a
         # million): the next run's checkpoint indexed, built once per checkpoint.
@@ -133,11 +141,27 @@ def _checkpoint_indexes(table_location: str, io: FileIO) -> CheckpointIndexes:
     return CheckpointIndexes(MirrorLayout(table_location).checkpoint_index_dir, io)
 
 
+def _changes(
+    delta: DeltaTable, start: int, end: int, *, new_mirror: bool
+) -> Iterator[VersionChange | WholeState]:
+    """The versions start..end to mirror; a new mirror's first one is its whole state, streamed."""
+    if not new_mirror:
+        yield from delta.changes(start, end)
+        return
+    yield delta.whole_state(start)
+    if start < end:
+        yield from delta.changes(start + 1, end)
+
+
+class _StartUnreadable(Exception):
+    """A new mirror's first version has a data or DV file that is gone, and no walk vouched for it."""
+
+
 def _mirror_versions(
     spark: SparkSession,
     iceberg: IcebergJava,
     io: FileIO,
-    changes: Iterator[VersionChange],
+    changes: Iterator[VersionChange | WholeState],
     state: MirrorState,
     result: SyncResult,
     *,
@@ -148,17 +172,23 @@ def _mirror_versions(
     walked: ReadableStart | None = None,
 ) -> None:
     """Mirror each change as one snapshot, in order, into `result`; a failing version raises. `walked`:
-    the walk that chose a new mirror's first version, whose answer is that version's presence check."""
+    the walk that chose a new mirror's first version, whose answer is that version's presence check
+    (without it, a file of that version found gone raises _StartUnreadable)."""
     table_name, delta_root = result.iceberg_table, result.delta_table
     for change in changes:
         if stop is not None and stop():
             break
         began = time.monotonic()
-        check_same_delta_table(change, state.delta_table_id, delta_root)
-        with _cleaned_up_on_failure(io, state, change.version) as attempt:
-            first = walked if walked is not None and change.version == walked.version else None
-            counts = _row_counts(change, state.format_version, paths, io, first)
-            plan = plan_version(change, state, counts, paths)
+        version_change = change.change if isinstance(change, WholeState) else change
+        check_same_delta_table(version_change, state.delta_table_id, delta_root)
+        with ExitStack() as stack:
+            attempt = stack.enter_context(_cleaned_up_on_failure(io, state, version_change.version))
+            if isinstance(change, WholeState):
+                plan = _whole_state_plan(change, state, paths, io, walked, stack.enter_context(lines_file()))
+            else:
+                plan = plan_version(
+                    change, state, _row_counts(change, state.format_version, paths, io), paths
+                )
             dv_began = time.monotonic()
             converted_on, placement = run_delete_job(spark, plan.delete_job, io, executors, attempt.written)
             dv_seconds = time.monotonic() - dv_began
@@ -169,7 +199,7 @@ def _mirror_versions(
             commit_began = time.monotonic()
             outcome = iceberg.commit(table_name, request)
             commit_seconds = time.monotonic() - commit_began
-        state = state.after(change.metadata, request, outcome)
+        state = state.after(version_change.metadata, request, outcome)
         version_result = _version_result(
             plan,
             request,
@@ -184,6 +214,58 @@ def _mirror_versions(
         result.versions.append(version_result)
         if on_version is not None:
             on_version(version_result)
+
+
+def _whole_state_plan(
+    whole: WholeState,
+    state: MirrorState,
+    paths: PathPolicy,
+    io: FileIO,
+    walked: ReadableStart | None,
+    spool: Path,
+) -> VersionPlan:
+    """A new mirror's first version in one pass over its files, a batch at a time: each file checked as
+    `_row_counts` checks a version's (allowed root, present at its size, its row count) and its Iceberg
+    entry written to `spool` as a line (`DataFiles`: its partition values checked); of the files, only
+    those with a DV are kept, for the DV job. Ten million files are never held at once. Without `walked`,
+    a file of the version found gone (its data file, or its DV's file) raises _StartUnreadable."""
+    change = whole.change
+    schema = plan_version(change, state, {}, paths).schema  # the new table's: what the entries are made of
+    listing = None if walked is not None else io.listing(state.delta_root)
+    with_dvs, dv_rows, count = [], {}, 0
+    with spool.open("w", encoding="utf-8", buffering=1 << 20) as out:
+        for batch in whole.batches():
+            try:
+                rows = _checked_row_counts(batch, state.format_version, paths, io, walked, listing)
+            except DataFileMissingError:
+                if walked is None:
+                    raise _StartUnreadable from None
+                raise
+            count += write_data_files(out, DataFiles.of(batch, state, change.metadata, schema, rows))
+            for add in batch:
+                if add.deletion_vector is not None:
+                    with_dvs.append(add.without_stats())
+                    dv_rows[add.location] = rows[add.location]
+    if walked is None and _dv_files_gone(with_dvs, state.delta_root, paths, io, listing):
+        raise _StartUnreadable
+    plan = plan_version(dataclasses.replace(change, added=with_dvs), state, dv_rows, paths)
+    return dataclasses.replace(plan, data_files=SpooledDataFiles(spool, count))
+
+
+def _dv_files_gone(
+    with_dvs: list[AddFile], delta_root: str, paths: PathPolicy, io: FileIO, listing: FolderListing | None
+) -> bool:
+    """Whether a DV file of these data files is gone (checked against `paths` first)."""
+    dv_files: set[str] = set()
+    for add in with_dvs:
+        dv = add.deletion_vector
+        assert dv is not None
+        location = resolve_dv_location(delta_root, dv.storage_type, dv.path_or_inline_dv)
+        if location is not None:
+            dv_files.add(location)
+    for location in dv_files:
+        paths.check(location, what="deletion vector file")
+    return None in io.file_sizes(sorted(dv_files), listing=listing)
 
 
 def _version_result(
@@ -237,25 +319,20 @@ def _starting_point(
     table_name: str,
     table: MirrorTable | None,
     format_version: int | None,
-    latest: int,
     target: int,
-    io: FileIO,
-    paths: PathPolicy,
-) -> tuple[MirrorState, int | None, int, ReadableStart | None]:
-    """The mirror's state before the run, the Delta version it shows (None: none yet), the first
-    version to mirror, once the Iceberg table (if any) is known to be the Delta table's mirror, and the
-    walk that chose it. A first sync starts at the first version Delta can read (`_first_version`)."""
+) -> tuple[MirrorState, int | None, int]:
+    """The mirror's state before the run, the Delta version it shows (None: none yet), and the first
+    version to mirror, once the Iceberg table (if any) is known to be the Delta table's mirror. A new
+    mirror starts at the oldest version the log holds; when that one's files are not all there, the sync
+    walks on to the first readable one (`_first_version`)."""
     delta_root = delta.table_root
     if table is None:
         fmt = format_version or DEFAULT_FORMAT_VERSION
         location = iceberg.default_location(table_name)
         check_apart(MirrorState.new(delta_root, location, fmt).location, delta_root, table_name)
-        walked = _first_version(delta, latest, target, io, paths)
-        start = delta.oldest_version() if walked is None else walked.version
-        assert start is not None
-        state = MirrorState.new(delta_root, location, fmt, start if 0 < start <= target else None)
-        return state, None, start, walked
-    last_mirrored, start = mirror_position(delta, table, format_version, latest, target)
+        start = delta.oldest_version()
+        return MirrorState.new(delta_root, location, fmt, start if 0 < start <= target else None), None, start
+    last_mirrored, start = mirror_position(delta, table, format_version, delta.latest_version(), target)
     # The current delete files are read only when there is a version to mirror, and so are the data files
     # an older mirror recorded as bare paths, unless the table says it has none and its current snapshot
     # was committed by code that knows (older code run again after the mark leaves the summary key out).
@@ -270,18 +347,16 @@ def _starting_point(
         ):
             recorded_paths = iceberg.data_files_not_named_by_uri(table_name, table.current_snapshot_id)
     state = MirrorState.of(table, delta_root, deletes, recorded_paths)
-    return state, last_mirrored, start, None
+    return state, last_mirrored, start
 
 
 def _first_version(
     delta: DeltaTable, latest: int, target: int, io: FileIO, paths: PathPolicy
-) -> ReadableStart | None:
-    """A new mirror's first version: the first one from the oldest the log holds whose every live data
-    file and DV file is still there (`first_readable_version`); None when the oldest is past `target`
-    (nothing to mirror). Refuses when no version up to `target` is readable."""
+) -> ReadableStart:
+    """A new mirror's first version when the oldest one the log holds is not readable: the first one
+    from there whose every live data file and DV file is still there (`first_readable_version`).
+    Refuses when no version up to `target` is readable."""
     oldest = delta.oldest_version()
-    if oldest > target:
-        return None
     readable: ReadableStart = first_readable_version(delta, oldest, target, io, paths)
     if readable.version is not None:
         return readable
@@ -306,16 +381,31 @@ def start_note(first: int, oldest: int) -> str:
     return f"mirrored from Delta version {first}: {versions} no longer readable in Delta ({why})"
 
 
-def _row_counts(
-    change: VersionChange, fmt: int, paths: PathPolicy, io: FileIO, walked: ReadableStart | None = None
+def _row_counts(change: VersionChange, fmt: int, paths: PathPolicy, io: FileIO) -> dict[str, int]:
+    """What the version's translation needs from storage (`_checked_row_counts` of the files it adds),
+    and the row count of each file it gives a new DV (the bound its positions are checked against)."""
+    counts = _checked_row_counts(change.added, fmt, paths, io)
+    for _before, after in change.dv_changed:
+        if after.deletion_vector is not None:
+            counts[after.location] = _rows(after, fmt, io)
+    return counts
+
+
+def _checked_row_counts(
+    adds: Sequence[AddFile],
+    fmt: int,
+    paths: PathPolicy,
+    io: FileIO,
+    walked: ReadableStart | None = None,
+    listing: FolderListing | None = None,
 ) -> dict[str, int]:
-    """What the version's translation needs from storage, checked before anything is read: every data file
-    it adds is inside the allowed roots and present at the size the log says (`walked`: as the walk that
-    chose this first version found them); then the row count of each file `files_to_count` names."""
-    for add in change.added:
+    """Every file of `adds` checked before anything is read: inside the allowed roots and present at the
+    size the log says (`walked`: as the walk that chose this first version found them; `listing`: as it
+    lists them); then the row count of each, its Iceberg entry's."""
+    for add in adds:
         paths.check(add.location, what="data file")
-    check_data_files_present(change.added, io, walked=walked)
-    return {add.location: _rows(add, fmt, io) for add in files_to_count(change)}
+    check_data_files_present(adds, io, walked=walked, listing=listing)
+    return {add.location: _rows(add, fmt, io) for add in adds}
 
 
 def _rows(add: AddFile, fmt: int, io: FileIO) -> int:

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Callable, Collection, Iterator, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,9 +23,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import SparkSession
 
+from dv_assets.mirror.iceberg.content_file_lines import SpooledDataFiles
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.iceberg.mirror_table import CommitOutcome, CommitRequest
-from dv_assets.mirror.io import FileInfo, FileIO
+from dv_assets.mirror.io import FileInfo, FileIO, FolderListing
 from dv_assets.mirror.settings import MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
@@ -197,10 +198,29 @@ class _FailingAfter(Collection):
         return item in self.files
 
     def __iter__(self) -> Iterator:
-        for index, data_file in enumerate(self.files):
+        files = self.files
+        if isinstance(files, SpooledDataFiles):  # a whole first version: its entries are lines already
+            files = _spooled_lines(files)
+        for index, data_file in enumerate(files):
             if index == self.after:
                 raise RuntimeError(f"injected: data file {index} failed")
             yield data_file
+
+
+@dataclass(frozen=True)
+class _SpooledLine:
+    """One entry of SpooledDataFiles, as `write_data_files` writes a DataFile (`json_line`)."""
+
+    text: str
+
+    def json_line(self) -> str:
+        return self.text
+
+
+def _spooled_lines(files: SpooledDataFiles) -> Iterator[_SpooledLine]:
+    with files.path.open(encoding="utf-8") as lines:
+        for line in lines:
+            yield _SpooledLine(line.rstrip("\n").split("\t", 1)[1])
 
 
 class InterruptAfterCommit(IcebergJava):
@@ -270,9 +290,11 @@ class UnreachableStatsStorage(FileIO):
         self._fail_while_armed()
         return super().exists_many(locations)
 
-    def file_sizes(self, locations: Sequence[str], *, listed_under: str | None = None) -> list[int | None]:
+    def file_sizes(
+        self, locations: Sequence[str], *, listing: FolderListing | None = None
+    ) -> list[int | None]:
         self._fail_while_armed()
-        return super().file_sizes(locations, listed_under=listed_under)
+        return super().file_sizes(locations, listing=listing)
 
     def _fail_while_armed(self) -> None:
         if self.armed and self.failures > 0:

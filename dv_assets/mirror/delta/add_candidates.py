@@ -37,6 +37,8 @@ class AddCandidates:
     per batch: a base name seen twice may be a file listed twice, which the replay must still refuse."""
 
     basenames: frozenset[str]
+    # False: `passed_over` stays empty (a caller that finds duplicates otherwise, `DeltaTable.whole_state`).
+    keeps_passed_over: bool = True
     passed_over: list[pa.Array] = field(default_factory=list)
     _value_set: pa.Array = field(init=False, repr=False)
 
@@ -50,7 +52,8 @@ class AddCandidates:
         basenames = raw_basenames(paths)
         named = pc.is_in(basenames, value_set=self._value_set)
         mask = pc.or_(named, always_admitted(paths))
-        self.passed_over.append(basenames.filter(pc.invert(mask)))
+        if self.keeps_passed_over:
+            self.passed_over.append(basenames.filter(pc.invert(mask)))
         return adds.filter(mask)
 
     def admits_json(self, action: dict[str, Any]) -> bool:
@@ -62,7 +65,8 @@ class AddCandidates:
         basename = path.rsplit("/", 1)[-1]
         if basename in self.basenames or re.search(_BASENAME_MAY_CHANGE, path) is not None:
             return True
-        self.passed_over.append(pa.array([basename], pa.string()))
+        if self.keeps_passed_over:
+            self.passed_over.append(pa.array([basename], pa.string()))
         return False
 
     def repeated(self, admitted_basenames: list[str]) -> set[str]:

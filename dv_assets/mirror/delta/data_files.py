@@ -20,7 +20,7 @@ from dv_assets.mirror.delta.paths import PathPolicy
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.dv.reader import resolve_dv_location
 from dv_assets.mirror.errors import MirrorInputError
-from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.io import FileIO, FolderListing
 
 # Files stat'ed per call: one call per file system either way, without a million answers held at once
 # (a first version's whole state).
@@ -35,13 +35,19 @@ def record_count(add: AddFile, io: FileIO | None = None) -> int:
 
 
 def check_data_files_present(
-    adds: Iterable[AddFile], io: FileIO | None = None, *, walked: ReadableStart | None = None
+    adds: Iterable[AddFile],
+    io: FileIO | None = None,
+    *,
+    walked: ReadableStart | None = None,
+    listing: FolderListing | None = None,
 ) -> None:
-    """Refuse to reference a data file that is missing or not the size the log says.
+    """Refuse to reference a data file that is missing (DataFileMissingError) or not the size the log
+    says.
 
     A manifest entry pointing at nothing would commit cleanly and fail every reader later. `walked`: the
     walk that found these files' version readable (`first_readable_version`, in the same run), which
-    stat'ed every file live at it: its answer is used, storage is not asked again.
+    stat'ed every file live at it: its answer is used, storage is not asked again. `listing`: the table
+    folder's listing answers the files inside it (`FileIO.file_sizes`).
     """
     files = list(adds)
     if walked is not None:
@@ -50,13 +56,17 @@ def check_data_files_present(
     io = io or FileIO()
     for first in range(0, len(files), STAT_CHUNK):
         chunk = files[first : first + STAT_CHUNK]
-        _check_present(chunk, io.file_sizes([add.location for add in chunk]))
+        _check_present(chunk, io.file_sizes([add.location for add in chunk], listing=listing))
+
+
+class DataFileMissingError(MirrorInputError):
+    """A data file the log names live is not in storage (a VACUUM removed it, or it was never written)."""
 
 
 def _check_present(files: list[AddFile], sizes: list[int | None]) -> None:
     for add, size in zip(files, sizes, strict=True):
         if size is None:
-            raise MirrorInputError("the data file the log adds does not exist", file=add.location)
+            raise DataFileMissingError("the data file the log adds does not exist", file=add.location)
         if size != add.size:
             raise MirrorInputError(
                 f"the data file is {size} bytes, the log's add.size says {add.size}", file=add.location
@@ -100,8 +110,8 @@ def first_readable_version(
             wrong_sizes.pop(add.location, None)
         try:
             # The first version's files are the table's whole state: listed rather than stat'ed one by one.
-            whole_state = delta.table_root if version == start else None
-            missing.update(_gone_files(files, delta.table_root, io, paths, wrong_sizes, whole_state))
+            listing = io.listing(delta.table_root) if version == start else None
+            missing.update(_gone_files(files, delta.table_root, io, paths, wrong_sizes, listing))
         except MirrorInputError as err:
             raise err.at(table=delta.table_root, version=version) from None
         if not missing:
@@ -116,12 +126,11 @@ def _gone_files(
     io: FileIO,
     paths: PathPolicy,
     wrong_sizes: dict[str, int],
-    listed_under: str | None,
+    listing: FolderListing | None,
 ) -> dict[str, str]:
     """Of `files`, those whose data file or DV file does not exist: data file → the file that is gone.
-    The data files present at another size than the log's go into `wrong_sizes`. With `listed_under`,
-    the files are answered by a listing of that folder where it holds them (`FileIO.file_sizes`): all
-    at once, so the listing is made once; else STAT_CHUNK at a time."""
+    The data files present at another size than the log's go into `wrong_sizes`. With `listing`, the
+    files are answered by that listing where it holds them (`FileIO.file_sizes`), else stat'ed."""
     gone: dict[str, str] = {}
     dv_files: dict[str, list[str]] = {}  # DV file → the data files whose DV it holds
     for add in files:
@@ -134,10 +143,9 @@ def _gone_files(
     for location in dv_files:
         paths.check(location, what="deletion vector file")
     locations = [*(add.location for add in files), *dv_files]
-    chunk_size = len(locations) if listed_under is not None else STAT_CHUNK
     sizes: list[int | None] = []
-    for first in range(0, len(locations), max(chunk_size, 1)):
-        sizes += io.file_sizes(locations[first : first + chunk_size], listed_under=listed_under)
+    for first in range(0, len(locations), STAT_CHUNK):
+        sizes += io.file_sizes(locations[first : first + STAT_CHUNK], listing=listing)
     for add, size in zip(files, sizes, strict=False):
         if size is None:
             gone[add.location] = add.location

@@ -27,9 +27,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from collections.abc import Iterable, Iterator
+import itertools
+from array import array
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from dv_assets.mirror.delta import column_mapping
 from dv_assets.mirror.delta.actions import (
@@ -55,6 +60,8 @@ from dv_assets.mirror.locations import table_root_of
 # and the locations K it keeps; past them the full replay, which streams, is used.
 RESTRICTED_MAX_COMMITS = 1000
 RESTRICTED_MAX_LOCATIONS = 100_000
+# A whole state is handed out this many files at a time (`DeltaTable.whole_state`).
+WHOLE_STATE_BATCH = 10_000
 
 
 @dataclass(frozen=True)
@@ -84,6 +91,17 @@ class VersionChange:
     # metaData.id at `version - 1` (None: nothing before it was replayed). Another id in `metadata` is a
     # table replaced within its log (CREATE OR REPLACE TABLE), not another table in the folder.
     previous_metadata_id: str | None = None
+
+
+@dataclass(frozen=True)
+class WholeState:
+    """A version's whole state, added to nothing (a new mirror's first version), read as it is consumed:
+    `change` is the version's change without its files (`added` empty: protocol, metadata, commit info);
+    `batches()` hands out every live file, with stats, WHOLE_STATE_BATCH at a time, and raises once they
+    are through if the checkpoint lists a file twice (so before anything is committed of them)."""
+
+    change: VersionChange
+    batches: Callable[[], Iterator[list[AddFile]]]
 
 
 @dataclass
@@ -325,6 +343,105 @@ class DeltaTable:
             # Handed out: the files stay live for later versions, which need their stats no more.
             _drop_stats(replay.files, change.added)
 
+    def whole_state(self, version: int) -> WholeState:
+        """The whole state at `version` as a WholeState. Streamed from the newest checkpoint at or before
+        it: the files its later commits touch (K) are replayed apart, a few, and every other file goes
+        from the checkpoint's Arrow batches to the consumer as read, so memory is bounded by a batch and
+        by K, not by the table (a duplicate is found from a 64-bit hash per file, 8 bytes each). Without
+        such a checkpoint, the commits are replayed whole first and handed out from memory."""
+        listing = self._list()
+        checkpoint = _replay_start(listing, version)
+        if checkpoint is None or checkpoint < 0:
+            change = next(self.changes(version, version, whole_first=True))
+            files = change.added
+            return WholeState(
+                dataclasses.replace(change, added=[]),
+                lambda: (files[i : i + WHOLE_STATE_BATCH] for i in range(0, len(files), WHOLE_STATE_BATCH)),
+            )
+        pool = ValuePool()
+        self._read_ahead(listing, checkpoint + 1, version)
+        commits = [
+            self._read_commit(listing, v, pool, keep_stats=True) for v in range(checkpoint + 1, version + 1)
+        ]
+        touched = {f.location for c in commits for f in (*c.removes, *c.adds)}
+        # K's files, read from the checkpoint apart (with its protocol and metadata): a first pass over
+        # only the adds that may be K's, chosen in Arrow by base name; the stream passes over K.
+        candidates = AddCandidates(
+            frozenset(loc.rsplit("/", 1)[-1] for loc in touched), keeps_passed_over=False
+        )
+        replay = _Replay(checkpoint, None, None, {})
+        for actions in self._checkpoint_chunks(listing, checkpoint, candidates=candidates):
+            replay.protocol = actions.protocol or replay.protocol
+            replay.metadata = actions.metadata or replay.metadata
+            for add in actions.adds:
+                if add.location in touched:
+                    if add.location in replay.files:
+                        raise _listed_twice(replay.files[add.location], add, self.table_root, checkpoint)
+                    replay.files[add.location] = add
+        for v, commit in enumerate(commits, start=checkpoint + 1):
+            self._replay_commit(replay, commit, v)
+        del commits
+        commit_info = self._commit_info(listing, version) if version in listing.commits else CommitInfo()
+        whole = CommitActions(commit_info, replay.protocol, replay.metadata, [])
+        change = self._advance(_Replay(version - 1, None, None, {}), whole, version)
+        replayed = list(replay.files.values())
+
+        def batches() -> Iterator[list[AddFile]]:
+            hashes = array("q")
+            for actions in self._checkpoint_chunks(listing, checkpoint):
+                hashes.extend(hash(add.location) for add in actions.adds)
+                batch = [add for add in actions.adds if add.location not in touched]
+                if batch:
+                    yield batch
+            self._refuse_listed_twice(listing, checkpoint, hashes)
+            for first in range(0, len(replayed), WHOLE_STATE_BATCH):
+                yield replayed[first : first + WHOLE_STATE_BATCH]
+
+        return WholeState(dataclasses.replace(change, data_change=True), batches)
+
+    def _checkpoint_chunks(
+        self,
+        listing: LogListing,
+        checkpoint: int,
+        *,
+        keep_stats: bool = True,
+        candidates: AddCandidates | None = None,
+    ) -> Iterator[CommitActions]:
+        """The checkpoint's actions WHOLE_STATE_BATCH at a time, parsed as read (with `candidates`, of
+        the adds it admits only)."""
+        pool = ValuePool()
+        first = listing.checkpoints[checkpoint][0]
+        file = self._log.file_path(first.files[0].name)
+        raw = self._log.read_checkpoint(first, stats=keep_stats, candidates=candidates)
+        while chunk := list(itertools.islice(raw, WHOLE_STATE_BATCH)):
+            try:
+                yield parse_actions(
+                    chunk, self.table_root, include_removes=False, pool=pool, keep_stats=keep_stats
+                )
+            except MirrorInputError as exc:
+                raise exc.at(table=self.table_root, version=checkpoint, file=file) from exc
+
+    def _refuse_listed_twice(self, listing: LogListing, checkpoint: int, hashes: array) -> None:
+        """Refuse a checkpoint that lists a data file twice (as `_checkpoint_state` does), found among
+        the hashes of its adds' locations: only when two hashes are equal is the checkpoint read again,
+        for the locations behind them (equal hashes of two locations are no duplicate)."""
+        values = pa.Array.from_buffers(pa.int64(), len(hashes), [None, pa.py_buffer(hashes)])
+        ordered = pc.take(values, pc.sort_indices(values))
+        if len(ordered) < 2:
+            return
+        repeated = pc.equal(ordered.slice(1), ordered.slice(0, len(ordered) - 1))
+        equal = set(ordered.slice(1).filter(repeated).to_pylist())
+        if not equal:
+            return
+        seen: dict[str, AddFile] = {}
+        for actions in self._checkpoint_chunks(listing, checkpoint, keep_stats=False):
+            for add in actions.adds:
+                if hash(add.location) not in equal:
+                    continue
+                if add.location in seen:
+                    raise _listed_twice(seen[add.location], add, self.table_root, checkpoint)
+                seen[add.location] = add
+
     def _restricted_replay(self, listing: LogListing, start: int, end: int) -> Iterator[VersionChange] | None:
         """The changes of versions start..end from the live state at `start - 1` of only the locations
         they can need: K, every location a commit after the checkpoint replay starts from touches
@@ -502,13 +619,7 @@ class DeltaTable:
         files: dict[str, AddFile] = {}
         for add in actions.adds:
             if add.location in files:
-                raise MirrorInputError(
-                    f"the checkpoint lists the data file twice, as {files[add.location].path!r} and "
-                    f"{add.path!r}: readers would read its rows twice or disagree on it; refused",
-                    table=self.table_root,
-                    version=version,
-                    file=add.location,
-                )
+                raise _listed_twice(files[add.location], add, self.table_root, version)
             files[add.location] = add
         return _Replay(version, actions.protocol, actions.metadata, files)
 
@@ -626,6 +737,16 @@ class DeltaTable:
                 replay.protocol, replay.metadata, table=self.table_root, version=replay.version
             )
         return replay.protocol, replay.metadata
+
+
+def _listed_twice(first: AddFile, second: AddFile, table_root: str, checkpoint: int) -> MirrorInputError:
+    return MirrorInputError(
+        f"the checkpoint lists the data file twice, as {first.path!r} and {second.path!r}: readers would "
+        "read its rows twice or disagree on it; refused",
+        table=table_root,
+        version=checkpoint,
+        file=second.location,
+    )
 
 
 def _mapping_switched(before: Protocol | None, after: Protocol, metadata: Metadata) -> bool:

@@ -15,8 +15,13 @@ tabs. A DV the short form cannot carry (metrics, a line break in a path) goes as
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Collection
+import shutil
+import tempfile
+from collections.abc import Collection, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TextIO
 
 from dv_assets.mirror.iceberg.content_files import NO_METRICS, PUFFIN, DataFile, DeleteFile, partition_to_json
@@ -44,8 +49,38 @@ def write_content_files(
     return count + _write_delete_files(out, ADD_DELETE, request.add_delete_files, short_dvs)
 
 
+@contextlib.contextmanager
+def lines_file() -> Iterator[Path]:
+    """A private local file for content-file lines between this process and its JVM (same machine)."""
+    with tempfile.TemporaryDirectory(prefix="dvmirror-") as folder:
+        yield Path(folder) / "content-files.jsonl"
+
+
+@dataclass(frozen=True)
+class SpooledDataFiles(Collection[DataFile]):
+    """Data files already written as `add-data` lines to a local file, `count` of them: a new mirror's
+    first version, whose ten million entries are written as its files are read (`sync.py`) and go to
+    the JVM as that file. They are not held, so not iterable here."""
+
+    path: Path
+    count: int
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __iter__(self) -> Iterator[DataFile]:
+        raise TypeError("spooled data files are lines in a file, not held: see SpooledDataFiles.path")
+
+    def __contains__(self, item: object) -> bool:
+        raise TypeError("spooled data files are lines in a file, not held: see SpooledDataFiles.path")
+
+
 def write_data_files(out: TextIO, files: Collection[DataFile]) -> int:
     """`add-data` lines, a million in a first version: `DataFile.json_line`, not a dict encoded each."""
+    if isinstance(files, SpooledDataFiles):
+        with files.path.open(encoding="utf-8") as spooled:
+            shutil.copyfileobj(spooled, out, 1 << 20)
+        return len(files)
     for data_file in files:
         out.write(f"{ADD_DATA}\t{data_file.json_line()}\n")
     return len(files)

@@ -20,16 +20,19 @@ from __future__ import annotations
 
 import contextlib
 import json
-import tempfile
-from collections.abc import Iterable, Iterator
-from pathlib import Path
+from collections.abc import Iterable
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
 from pyspark.sql import SparkSession
 
 from dv_assets.mirror.errors import MirrorConflictError
-from dv_assets.mirror.iceberg.content_file_lines import write_content_files, write_data_files
+from dv_assets.mirror.iceberg.content_file_lines import (
+    SpooledDataFiles,
+    lines_file,
+    write_content_files,
+    write_data_files,
+)
 from dv_assets.mirror.iceberg.content_files import DeleteFile
 from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_VERSION_SUMMARY,
@@ -219,7 +222,7 @@ class IcebergJava:
         if snapshot is None:
             return {}
         found: dict[str, DeleteFile] = {}
-        with _lines_file() as path:
+        with lines_file() as path:
             self._batch.writeDeleteFiles(table, snapshot.snapshotId(), str(path))
             with path.open(encoding="utf-8") as lines:
                 for line in lines:
@@ -381,7 +384,7 @@ class IcebergJava:
         data_apart = (
             self._data_manifests and request.base_snapshot_id is None and bool(request.add_data_files)
         )
-        with _lines_file() as path:
+        with lines_file() as path:
             with path.open("w", encoding="utf-8", buffering=1 << 20) as out:
                 expected = write_content_files(out, request, data_files=not data_apart)
             staged = self._batch.stage(row_delta, str(path), spec)
@@ -406,9 +409,14 @@ class IcebergJava:
         the JVM read while this side wrote it made the first version of 1,000,000 files only 2% faster
         (`benchmarks/million.py`, issue 30), not worth a second route."""
         expected = len(request.add_data_files)
-        with _lines_file() as path:
-            with path.open("w", encoding="utf-8", buffering=1 << 20) as out:
-                write_data_files(out, request.add_data_files)
+        with contextlib.ExitStack() as stack:
+            files = request.add_data_files
+            if isinstance(files, SpooledDataFiles):
+                path = files.path  # written as the version's files were read: handed over as it is
+            else:
+                path = stack.enter_context(lines_file())
+                with path.open("w", encoding="utf-8", buffering=1 << 20) as out:
+                    write_data_files(out, files)
             manifests = list(
                 self._batch.stageDataManifests(
                     row_delta, table, str(path), spec, self._manifest_target_bytes, expected
@@ -491,13 +499,6 @@ class IcebergJava:
         """Remove the table from the catalog without deleting any file (never a purge: the data files
         are Delta's). False when there was no such table."""
         return bool(self._catalog.dropTable(self._identifier(table_name), False))
-
-
-@contextlib.contextmanager
-def _lines_file() -> Iterator[Path]:
-    """A private local file for content-file lines between this process and its JVM (same machine)."""
-    with tempfile.TemporaryDirectory(prefix="dvmirror-") as folder:
-        yield Path(folder) / "content-files.jsonl"
 
 
 def _helper_class(jvm: Any, name: str) -> Any:
