@@ -171,6 +171,8 @@ test-sweep: setup
 # --only freshness` (a few minutes). Then issue 18's: the mirror vs Iceberg's own merge-on-read DELETE at 400
 # and 10,000 touched files (`--only iceberg`), and, with `--million`, the million-file figures
 # (benchmarks/million.py; about 4 minutes on a quiet 2-core machine, the table built from hard links in about a minute).
+# Issue 35's cluster figures (`--only cluster`, benchmarks/cluster.py; about 6 minutes): the bench starts a Spark
+# standalone master and 2 workers on loopback itself (testkit/spark_cluster.py) and stops them on its way out.
 bench: setup
 	$(BIN)/python benchmarks/micro.py
 	$(BIN)/python benchmarks/bench.py --million

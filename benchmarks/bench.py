@@ -6,9 +6,9 @@ out as Delta's PROTOCOL.md says: `SyntheticTable` of testkit/synthetic.py), exce
 figure's, which Delta Spark writes and rewrites:
 
     .venv/bin/python benchmarks/bench.py [--files 100000] [--dvs 10000] [--memory-dvs 100000]
-        [--backlog 200] [--million]
-        [--only backlog|freshness|iceberg|install|million|ten-million|fleet|object-store]
-        [--million-files 1000000] [--repeats 3]
+        [--backlog 200]
+        [--only backlog|freshness|iceberg|install|million|ten-million|fleet|object-store|cluster]
+        [--million] [--million-files 1000000] [--cluster-files 100000] [--cluster-dvs 20000] [--repeats 3]
 
 Spark start-up is excluded from every time. Figures: per-version cost at 100,000 files vs 100 files;
 the first version of a 100,000-file table; the v3 DV work of a 10,000-DV version on the default settings
@@ -32,7 +32,11 @@ target 1.2x), and `delta_version_sensor`'s real interval under a `dagster-daemon
 deployment launches it (benchmarks/dagster_run.py: target 15 s from launch, one JVM), its peak RSS.
 Then issue 28's (benchmarks/install.py, `--only install`): Spark start-up of an installed package without
 a jars folder (the packaged helper, Maven coordinates through Ivy) over a jars folder's, on its second
-run (target <= 1 s), with Ivy resolving on a warm cache, and on the first run.
+run (target <= 1 s), with Ivy resolving on a warm cache, and on the first run. Then issue 35's cluster
+figures (benchmarks/cluster.py, `--only cluster`; about 6 minutes): the first version of a 100,000-file
+table with 20,000 DVs (626 MiB of them) in local mode and on a Spark standalone cluster the bench starts
+(a master and 2 workers on loopback), the driver's heap capped at 1 GiB in both: time and DV seconds
+against local mode, the driver's peak memory.
 """
 
 from __future__ import annotations
@@ -53,6 +57,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repositor
 import dagster as dg
 from pyspark.sql import SparkSession
 
+from benchmarks.cluster import cluster_figures
 from benchmarks.dagster_run import dagster_run_figures
 from benchmarks.driver_memory import peaks, reset_peaks
 from benchmarks.figures import Figure, Unmeasured
@@ -434,6 +439,7 @@ def main() -> None:
             "ten-million",
             "fleet",
             "object-store",
+            "cluster",
         ],
         help="measure these figures only",
     )
@@ -447,6 +453,8 @@ def main() -> None:
     parser.add_argument(
         "--object-store-delay-ms", type=float, default=10.0, help="the S3 proxy's delay per request"
     )
+    parser.add_argument("--cluster-files", type=int, default=100_000, help="files of the cluster's table")
+    parser.add_argument("--cluster-dvs", type=int, default=20_000, help="DVs of the cluster's first version")
     parser.add_argument("--repeats", type=int, default=3, help="repetitions of the issue-18 figures (median)")
     parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -455,8 +463,12 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="dvmirror-bench-") as name:
         tmp = Path(name)
-        if args.only == "install":  # Spark start-ups in processes of their own: no session here
-            figures = install_figures(tmp)
+        if args.only in ("install", "cluster"):  # Spark start-ups in processes of their own: no session here
+            figures = (
+                install_figures(tmp)
+                if args.only == "install"
+                else cluster_figures(tmp, args.cluster_files, args.cluster_dvs)
+            )
             print()
             for figure in figures:
                 print(figure.line())
@@ -490,6 +502,7 @@ def main() -> None:
             )
         if args.only is None:
             figures += install_figures(tmp)
+            figures += cluster_figures(tmp, args.cluster_files, args.cluster_dvs)
         if (args.only is None and args.million) or args.only == "million":
             figures += million_figures(tmp, args.million_files, args.repeats)
         if args.only == "ten-million":  # issue 35's 10,000,000 files: about an hour, never with the rest

@@ -228,13 +228,21 @@ class SyntheticTable:
         self, names: Iterable[str], positions: Callable[[int], Iterable[int]], *, append: int = 0
     ) -> tuple[int, int]:
         """A DELETE giving each named file (the i-th) the DV of `positions(i)`, all in one DV file, and
-        adding `append` new files; the version and the DV file's bytes."""
+        adding `append` new files; the version and the DV file's bytes. `positions(i)` may be a BitMap64:
+        one returned for consecutive files is encoded once (a bench's many large DVs)."""
         dv_id = uuid.uuid4()
         dv_bytes = bytearray(b"\x01")
         actions: list[dict] = [info("DELETE")]
+        encoded: tuple[BitMap64, bytes] | None = None
         for index, name in enumerate(names):
-            deleted = sorted(positions(index))
-            blob = encode_blob(deleted)
+            deleted = positions(index)
+            if isinstance(deleted, BitMap64):
+                if encoded is None or encoded[0] is not deleted:
+                    encoded = (deleted, encode_blob(deleted))
+                blob = encoded[1]
+            else:
+                deleted = sorted(deleted)
+                blob = encode_blob(deleted)
             descriptor = {
                 "storageType": "u",
                 "pathOrInlineDv": z85_encode(dv_id.bytes),
