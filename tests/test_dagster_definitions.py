@@ -13,7 +13,12 @@ import dagster as dg
 import pytest
 import yaml
 
-from dv_assets.components.delta_mirror import MirrorConfigError, load_mirrors_file
+from dv_assets.components.delta_mirror import (
+    DeltaMirrorComponent,
+    MirrorConfigError,
+    load_mirrors_file,
+    resolve_attributes,
+)
 from dv_assets.definitions import load_definitions, project_definitions
 from dv_assets.defs.factory import sources_of, spark_resource_of
 from dv_assets.defs.sources import DeltaSource, spread_cleanup_cron
@@ -255,6 +260,43 @@ def test_the_component_yaml_sets_freshness_running_status_and_the_cleanup_schedu
         )
         with pytest.raises(MirrorConfigError, match=f"(?s)document 2: .*{reason}"):
             load_mirrors_file(path, MirrorSettings.resolve().catalog)
+
+
+@pytest.mark.parametrize(
+    "attributes",
+    [
+        {"name": "a", "delta_path": "t", "iceberg_table": "n.a"},
+        {
+            "name": "a",
+            "delta_path": "/x/t",
+            "iceberg_table": "n.a",
+            "format_version": 2,
+            "retention": {"retain_last": 3, "max_snapshot_age_hours": None, "orphan_min_age_hours": 2},
+            "cleanup_cron": "0 3 * * *",
+            "freshness": None,
+            "start_running": False,
+            "allowed_roots": ["../r"],
+            "catalog": {"type": "jdbc", "uri": "jdbc:sqlite:/c.db"},
+        },
+        {"name": "a", "delta_path": "t", "iceberg_table": "n.a", "freshness": {"fail_window_hours": 6}},
+        {
+            "name": "a",
+            "delta_path": "t",
+            "iceberg_table": "n.a",
+            "freshness": {"deadline_cron": "0 9 * * *", "lower_bound_hours": 1, "timezone": "Europe/Paris"},
+        },
+        # Strings Jinja's native rendering changes: resolved by dg itself.
+        {"name": "a", "delta_path": "{{ 'sub' }}/t", "iceberg_table": "n.a"},
+        {"name": "a", "delta_path": "t", "iceberg_table": "n.a", "format_version": "2"},
+        {"name": "a", "delta_path": "t\n", "iceberg_table": "n.a"},
+    ],
+)
+def test_a_tables_files_documents_resolve_as_dg_resolves_them(attributes) -> None:
+    """`load_mirrors_file` takes a document whose strings Jinja leaves as they are without dg's YAML
+    round trip and templates (`resolve_attributes`, a 300-table file's load): the same component."""
+    fast, dg_resolved = resolve_attributes(attributes), DeltaMirrorComponent.resolve_from_dict(attributes)
+    assert fast.model_dump() == dg_resolved.model_dump()
+    assert fast.source(Path("/base")) == dg_resolved.source(Path("/base"))
 
 
 def test_components_of_a_defs_folder_share_one_catalog(tmp_path, monkeypatch) -> None:
