@@ -370,7 +370,9 @@ class DeltaTable:
             frozenset(loc.rsplit("/", 1)[-1] for loc in touched), keeps_passed_over=False
         )
         replay = _Replay(checkpoint, None, None, {})
-        for actions in self._checkpoint_chunks(listing, checkpoint, candidates=candidates):
+        # Without K (the version is the checkpoint's), only the protocol and metadata are wanted of it.
+        chunks = self._checkpoint_chunks(listing, checkpoint, keep_stats=bool(touched), candidates=candidates)
+        for actions in chunks:
             replay.protocol = actions.protocol or replay.protocol
             replay.metadata = actions.metadata or replay.metadata
             for add in actions.adds:
