@@ -7,7 +7,7 @@ figure's, which Delta Spark writes and rewrites:
 
     .venv/bin/python benchmarks/bench.py [--files 100000] [--dvs 10000] [--memory-dvs 100000]
         [--backlog 200]
-        [--only backlog|freshness|iceberg|install|million|ten-million|fleet|object-store|cluster]
+        [--only backlog|freshness|iceberg|install|million|ten-million|fleet|object-store|cluster|soak]
         [--million] [--million-files 1000000] [--cluster-files 100000] [--cluster-dvs 20000] [--repeats 3]
 
 Spark start-up is excluded from every time. Figures: per-version cost at 100,000 files vs 100 files;
@@ -68,6 +68,7 @@ from benchmarks.iceberg_side_by_side import iceberg_side_by_side_figures
 from benchmarks.install import install_figures
 from benchmarks.million import TEN_MILLION, million_figures
 from benchmarks.object_store import object_store_figures
+from benchmarks.soak import soak_figures
 from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.factory import build_definitions
 from dv_assets.defs.iceberg.checks import CHECK_NAMES, ONE_DV
@@ -440,6 +441,7 @@ def main() -> None:
             "fleet",
             "object-store",
             "cluster",
+            "soak",
         ],
         help="measure these figures only",
     )
@@ -455,6 +457,7 @@ def main() -> None:
     )
     parser.add_argument("--cluster-files", type=int, default=100_000, help="files of the cluster's table")
     parser.add_argument("--cluster-dvs", type=int, default=20_000, help="DVs of the cluster's first version")
+    parser.add_argument("--soak-minutes", type=float, default=30.0, help="how long the soak runs (soak)")
     parser.add_argument("--repeats", type=int, default=3, help="repetitions of the issue-18 figures (median)")
     parser.add_argument("--memory-child", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -463,12 +466,13 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="dvmirror-bench-") as name:
         tmp = Path(name)
-        if args.only in ("install", "cluster"):  # Spark start-ups in processes of their own: no session here
-            figures = (
-                install_figures(tmp)
-                if args.only == "install"
-                else cluster_figures(tmp, args.cluster_files, args.cluster_dvs)
-            )
+        if args.only in ("install", "cluster", "soak"):  # processes of their own: no session here
+            run_alone = {
+                "install": lambda: install_figures(tmp),
+                "cluster": lambda: cluster_figures(tmp, args.cluster_files, args.cluster_dvs),
+                "soak": lambda: soak_figures(tmp, minutes=args.soak_minutes),
+            }
+            figures = run_alone[args.only]()
             print()
             for figure in figures:
                 print(figure.line())
