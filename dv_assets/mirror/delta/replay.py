@@ -364,22 +364,7 @@ class DeltaTable:
             self._read_commit(listing, v, pool, keep_stats=True) for v in range(checkpoint + 1, version + 1)
         ]
         touched = {f.location for c in commits for f in (*c.removes, *c.adds)}
-        # K's files, read from the checkpoint apart (with its protocol and metadata): a first pass over
-        # only the adds that may be K's, chosen in Arrow by base name; the stream passes over K.
-        candidates = AddCandidates(
-            frozenset(loc.rsplit("/", 1)[-1] for loc in touched), keeps_passed_over=False
-        )
-        replay = _Replay(checkpoint, None, None, {})
-        # Without K (the version is the checkpoint's), only the protocol and metadata are wanted of it.
-        chunks = self._checkpoint_chunks(listing, checkpoint, keep_stats=bool(touched), candidates=candidates)
-        for actions in chunks:
-            replay.protocol = actions.protocol or replay.protocol
-            replay.metadata = actions.metadata or replay.metadata
-            for add in actions.adds:
-                if add.location in touched:
-                    if add.location in replay.files:
-                        raise _listed_twice(replay.files[add.location], add, self.table_root, checkpoint)
-                    replay.files[add.location] = add
+        replay = self._checkpoint_apart(listing, checkpoint, touched)
         for v, commit in enumerate(commits, start=checkpoint + 1):
             self._replay_commit(replay, commit, v)
         del commits
@@ -400,6 +385,25 @@ class DeltaTable:
                 yield replayed[first : first + WHOLE_STATE_BATCH]
 
         return WholeState(dataclasses.replace(change, data_change=True), batches)
+
+    def _checkpoint_apart(self, listing: LogListing, checkpoint: int, touched: set[str]) -> _Replay:
+        """The checkpoint's protocol and metadata and its files of K (`touched`), read in a first pass
+        over only the adds that may be K's, chosen in Arrow by base name (`AddCandidates`)."""
+        basenames = frozenset(location.rsplit("/", 1)[-1] for location in touched)
+        candidates = AddCandidates(basenames, keeps_passed_over=False)
+        replay = _Replay(checkpoint, None, None, {})
+        # Without K (the version is the checkpoint's), only the protocol and metadata are wanted of it.
+        for actions in self._checkpoint_chunks(
+            listing, checkpoint, keep_stats=bool(touched), candidates=candidates
+        ):
+            replay.protocol = actions.protocol or replay.protocol
+            replay.metadata = actions.metadata or replay.metadata
+            for add in actions.adds:
+                if add.location in touched:
+                    if add.location in replay.files:
+                        raise _listed_twice(replay.files[add.location], add, self.table_root, checkpoint)
+                    replay.files[add.location] = add
+        return replay
 
     def _checkpoint_chunks(
         self,
