@@ -27,6 +27,7 @@ def in_order(version_lines: list[str], lag_line: str) -> list[str]:
 
 
 @pytest.mark.spark
+@pytest.mark.extended  # 35-70 s, a fresh process with its own JVM (make ci-checks runs the command too)
 def test_ci_checks_pass_on_the_newest_version_in_a_fresh_process(
     spark, catalog, copy_fixture, tmp_path
 ) -> None:

@@ -117,6 +117,7 @@ def test_column_mapping_lists_refused(spark, catalog, tmp_path: Path) -> None:
     assert [s.summary.additional_properties["dvmirror.delta-version"] for s in table.snapshots()] == ["0"]
 
 
+@pytest.mark.extended  # 45-90 s: the slowest case of make test
 @pytest.mark.parametrize("seed", [20240619])
 def test_random_history_regressions(spark, catalog, tmp_path: Path, seed: int) -> None:
     """Random histories (12 ops) that found bugs.
