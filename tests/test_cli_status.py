@@ -220,3 +220,28 @@ def test_version(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"dvmirror {version('dv-mirror')}"
 
+
+def test_flags_win_over_the_configuration_file_which_reads_the_environment(tmp_path: Path) -> None:
+    """flags > file > environment > defaults, through the console script: the unknown table's line names
+    the catalog asked, the flag's `uri` over the file's, the file's `${VAR}` and YAML boolean read."""
+    config = tmp_path / "dvmirror.yaml"
+    config.write_text(
+        "catalog:\n  type: jdbc\n  uri: jdbc:sqlite:${CATALOG_DIR}/file.db\n  warehouse: ${CATALOG_DIR}/wh\n"
+        "  s3.path-style-access: true\n"
+    )
+    env = {**no_java_env(), "CATALOG_DIR": str(tmp_path)}
+    flag = f"uri=jdbc:sqlite:{tmp_path}/flag.db"
+    done = run_dvmirror(
+        "status", "st.nope", "--config", str(config), "--catalog-property", flag, cwd=tmp_path, env=env
+    )
+    assert done.returncode == 2
+    line = one_error_line(done)
+    assert f"uri=jdbc:sqlite:{tmp_path}/flag.db" in line and "file.db" not in line, line
+    assert f"warehouse={tmp_path}/wh" in line and "s3.path-style-access=true" in line, line
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("catalog:\n  type: jdbc\n  uri: x\ncatalgo:\n  type: rest\n")
+    refused = run_dvmirror("status", "st.nope", "--config", str(bad), cwd=tmp_path, env=env)
+    assert refused.returncode == 2
+    assert one_error_line(refused) == (
+        f"dvmirror: configuration file {bad}, line 4, key catalgo: unknown key (known: catalog)"
+    )
