@@ -6,7 +6,9 @@ Tables are `DeltaMirrorComponent` documents (dv_assets/components/delta_mirror.p
   one document per table; any other component put in the defs folder loads with them;
 * an installed package pointed at another list: a file of the same documents named by
   `$DVMIRROR_SOURCES`, or `sources.yaml` in the working directory (`MirrorSettings.sources_file`). It
-  replaces the packaged tables.
+  replaces the packaged tables. A file named by `$DVMIRROR_SOURCES` must exist: a name that names no file
+  fails the code location's load (`TablesFileError`), never falls back to the packaged tables; so does
+  every bad file (one line naming the file, the line and the key).
 
 Either way the tables must share one Iceberg catalog (one Spark session per process): a conflict is
 refused by name before anything is built.
@@ -26,7 +28,12 @@ from types import ModuleType
 import dagster as dg
 
 import dv_assets.defs
-from dv_assets.components.delta_mirror import DeltaMirrorComponent, check_mirrors, load_mirrors_file
+from dv_assets.components.delta_mirror import (
+    DeltaMirrorComponent,
+    TablesFileError,
+    check_mirrors,
+    load_mirrors_file,
+)
 from dv_assets.dagster_warnings import silence_dagster_maturity_warnings
 from dv_assets.defs.factory import build_definitions, shared_sensors
 from dv_assets.defs.sources import DeltaSource
@@ -80,6 +87,13 @@ def load_definitions(settings: MirrorSettings | None = None) -> dg.Definitions:
     if settings is None:
         settings = MirrorSettings.resolve()
     sources_file = settings.sources_file
+    if settings.sources_named and not sources_file.is_file():
+        # A typo must not deploy the packaged tables: the load fails, naming what was asked.
+        raise TablesFileError(
+            "no such file (named by DVMIRROR_SOURCES; unset it for the packaged tables)",
+            path=sources_file,
+            kind="tables file",
+        )
     return (
         file_definitions(settings, sources_file) if sources_file.is_file() else project_definitions(settings)
     )

@@ -14,7 +14,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from dv_assets.mirror.cli.expire import DRY_RUN_NAMES
 from dv_assets.mirror.iceberg.layout import MirrorLayout
+from dv_assets.mirror.iceberg.maintenance import DEFAULT_RETENTION
 from tests.helpers.dagster import hash_tree
 from tests.helpers.paths import DELTA_FIXTURES, expected_rows
 from tests.helpers.processes import (
@@ -105,8 +107,19 @@ def test_dry_run_reports_and_removes_nothing(expired) -> None:
         "files_reclaimed",
         "bytes_reclaimed",
     ):
-        assert dry[key] == real[key], key  # what it said would go is what went, every file of it
+        # What it said would go is what went, every file of it; under names that say it did nothing.
+        assert dry[DRY_RUN_NAMES[key]] == real[key], key
+        assert key not in dry, key
     assert real["deleted_metadata_files"] and real["deleted_delete_files"]
+    assert (
+        dry["retention"]
+        == real["retention"]
+        == {
+            "retain_last": 3,
+            "max_snapshot_age_hours": None,
+            "orphan_min_age_hours": 24.0,
+        }
+    )
 
 
 def test_the_report_lists_every_file_deleted(expired) -> None:
@@ -211,18 +224,29 @@ def test_text_run_lists_every_file_it_deletes(expired) -> None:
     dry, _ = dry_run_without_java(tmp, MIRROR, "--retain-last", "1", "--json")
     assert dry.returncode == 0, dry.stderr
     planned = json.loads(dry.stdout)
-    assert planned["snapshots_expired"] == 2 and planned["files_reclaimed"] <= 50
+    assert planned["would_expire_snapshots"] == 2 and planned["would_reclaim_files"] <= 50
 
     done = expire_cli(tmp, MIRROR, "--retain-last", "1")
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0].startswith(f"{MIRROR}: expired 2 of 3 snapshots"), done.stdout
     assert lines[1].startswith(
-        f"deleted {planned['files_reclaimed']} files, {planned['bytes_reclaimed']} bytes"
+        f"deleted {planned['would_reclaim_files']} files, {planned['would_reclaim_bytes']} bytes"
     )
-    assert listed_in_text(done.stdout) == planned["deleted_files"]  # the dry run said exactly this
+    assert listed_in_text(done.stdout) == planned["would_delete_files"]  # the dry run said exactly this
     kinds = {line.split(": ", 1)[0].strip() for line in lines[2:]}
     assert {"manifest", "manifest list"} <= kinds, done.stdout
-    for path in planned["deleted_files"]:
+    for path in planned["would_delete_files"]:
         assert not local(path).exists(), path
     assert len(catalog.pyiceberg_catalog().load_table(MIRROR).snapshots()) == 1
+
+
+def test_without_retention_flags_the_default_retention_applies(expired) -> None:
+    """No --retain-last (it was required): the table's retention, here the default every table has
+    (`DEFAULT_RETENTION`: the newest 10 kept, the others once a week old): minutes-old snapshots stay."""
+    tmp = expired[0]
+    dry, _ = dry_run_without_java(tmp, MIRROR, "--json")
+    assert dry.returncode == 0, dry.stderr
+    planned = json.loads(dry.stdout)
+    assert planned["retention"] == DEFAULT_RETENTION.model_dump()
+    assert planned["would_expire_snapshots"] == 0 and planned["would_expire_snapshot_ids"] == []

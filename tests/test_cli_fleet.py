@@ -135,6 +135,99 @@ def test_sync_tables_refuses_a_bad_file_and_mixed_flags_without_a_jvm(tmp_path) 
     assert single.returncode == 2 and "required: --table" in single.stderr, single.stderr
 
 
+# Every bad tables file (issue 36): one line naming the file, the line and the key, exit 2, no JVM. Each
+# case replaces a line of GOOD (its line numbers: 1 type, 2 attributes, 3 name, 4 delta_path, 5
+# iceberg_table, 6 retention, 7 retain_last).
+GOOD = (
+    f"type: {COMPONENT}\nattributes:\n  name: a\n  delta_path: a\n  iceberg_table: fleet.a\n"
+    "  retention:\n    retain_last: 3\n"
+)
+BAD_FILES = {
+    "not YAML": (
+        ("  name: a", "  name: [a"),
+        "line 4: not YAML: while parsing a flow sequence (line 3)",
+    ),
+    "unknown key": (
+        ("    retain_last: 3", "    retian_last: 3"),
+        "line 7, key attributes.retention.retian_last: unknown key",
+    ),
+    "wrong type": (
+        ("    retain_last: 3", "    retain_last: many"),
+        "line 7, key attributes.retention.retain_last: Input should be a valid integer",
+    ),
+    "a key twice": (
+        ("  delta_path: a", "  delta_path: a\n  delta_path: b"),
+        "line 5, key delta_path: given twice (first on line 4)",
+    ),
+    "unset variable": (
+        ("  delta_path: a", "  delta_path: ${DVMIRROR_TEST_UNSET}/a"),
+        "line 4, key attributes.delta_path: environment variable DVMIRROR_TEST_UNSET is not set",
+    ),
+    "missing key": (
+        ("  iceberg_table: fleet.a", ""),
+        "line 3, key attributes.iceberg_table: required, missing",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_FILES))
+def test_a_bad_tables_file_is_one_line_naming_file_line_and_key(case: str, tmp_path: Path) -> None:
+    (old, new), said = BAD_FILES[case]
+    path = tmp_path / "tables.yaml"
+    path.write_text(GOOD.replace(old, new))
+    done = run_dvmirror("sync", "--tables", str(path), cwd=tmp_path, env=no_java_env())
+    assert done.returncode == EXIT_BAD_INPUT, done.stdout + done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    assert done.stderr.startswith(f"dvmirror: tables file {path}, {said}"), done.stderr
+
+
+def test_a_duplicate_name_is_one_line_naming_both(tmp_path: Path) -> None:
+    path = tmp_path / "tables.yaml"
+    path.write_text(GOOD + "---\n" + GOOD.replace("fleet.a", "fleet.b"))
+    done = run_dvmirror("sync", "--tables", str(path), cwd=tmp_path, env=no_java_env())
+    assert done.returncode == EXIT_BAD_INPUT, done.stdout + done.stderr
+    assert done.stderr.splitlines() == [
+        f"dvmirror: tables file {path}, line 11, key attributes.name: 'a' is also the name of the table on "
+        "line 3"
+    ]
+
+
+def test_sync_tables_applies_each_tables_retention(copy_fixture, tmp_path: Path) -> None:
+    """The file's `retention:` is applied by the sync as Dagster's cleanup applies it (issue 36: the CLI
+    ignored it); a table without one has the default (the newest 10, a week), which keeps these."""
+    for name in ("kept", "trimmed"):
+        copy_fixture("table-with-dv-small").rename(tmp_path / name)  # versions 0 and 1
+    path = tables_file(tmp_path / "tables.yaml", {"kept": "kept", "trimmed": "trimmed"})
+    path.write_text(
+        path.read_text() + "  retention: {retain_last: 1, max_snapshot_age_hours: null}\n"
+    )  # the last document's: trimmed
+    catalog = cli_catalog(tmp_path)
+    done = run_dvmirror("sync", "--tables", str(path), *catalog_args(catalog), "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    expired = [e for e in json_lines(done.stdout) if e["event"] == "expired"]
+    assert [(e["table"], e["expired_delta_versions"], e["snapshots_retained"]) for e in expired] == [
+        ("trimmed", [0], 1)
+    ]
+    assert sorted(snapshots_by_delta_version(catalog, "fleet.trimmed")) == [1]
+    assert sorted(snapshots_by_delta_version(catalog, "fleet.kept")) == [0, 1]
+    # `expire`'s default is the table's retention, from the same file: nothing more to expire.
+    dry = run_dvmirror(
+        "expire",
+        "fleet.trimmed",
+        "--tables",
+        str(path),
+        *catalog_args(catalog),
+        "--dry-run",
+        "--json",
+        cwd=tmp_path,
+        env=no_java_env(),
+    )
+    assert dry.returncode == 0, dry.stdout + dry.stderr
+    planned = json.loads(dry.stdout)
+    assert planned["retention"]["retain_last"] == 1 and planned["retention"]["max_snapshot_age_hours"] is None
+    assert planned["would_expire_snapshots"] == 0
+
+
 class FleetFollower:
     """`dvmirror sync --tables FILE --follow --interval 1 --json`, its output in files."""
 

@@ -159,6 +159,40 @@ def test_unknown_table_is_bad_input(tmp_path: Path) -> None:
     assert report["error"].startswith("the catalog has no Iceberg table st.nope")
 
 
+@pytest.mark.spark
+def test_status_of_several_tables_reports_each(behind) -> None:
+    """An unknown table is its own line, naming the catalog asked; the mirror beside it is reported;
+    the exit code sums them up (issue 36: `status demo.events nope.t` printed nothing and exited 2)."""
+    tmp, delta, _ = behind
+    catalog = cli_catalog(tmp)
+    text = status(tmp, "st.t", "st.nope")
+    assert text.returncode == 2
+    assert text.stdout.startswith("st.t\n") and "Delta table:" in text.stdout and str(delta) in text.stdout
+    line = one_error_line(text)
+    assert line.startswith("dvmirror: the catalog has no Iceberg table st.nope: asked the jdbc catalog (")
+    assert f"uri=jdbc:sqlite:{catalog.sqlite_path}" in line and f"warehouse={catalog.warehouse}" in line
+    as_json = status(tmp, "st.nope", "st.t", "--json")
+    assert as_json.returncode == 2
+    report = json.loads(as_json.stdout)
+    assert (report["ok"], report["exit_code"]) == (False, 2)
+    assert [t["iceberg_table"] for t in report["tables"]] == ["st.t"]
+    assert [(f["iceberg_table"], f["exit_code"]) for f in report["failed"]] == [("st.nope", 2)]
+    assert report["error"] == report["failed"][0]["error"]
+    both = status(tmp, "st.t", "st.t", "--json")
+    assert both.returncode == 0 and json.loads(both.stdout)["ok"] is True
+
+
+def test_several_unknown_tables_are_a_line_each(tmp_path: Path) -> None:
+    done = status(tmp_path, "st.nope", "st.gone")
+    assert done.returncode == 2 and done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert [line.split(":")[1].strip() for line in lines] == [
+        "the catalog has no Iceberg table st.nope",
+        "the catalog has no Iceberg table st.gone",
+    ]
+    assert "Traceback" not in done.stderr
+
+
 def test_a_first_sync_to_come_with_delta(tmp_path: Path) -> None:
     """No Iceberg table yet, the Delta table named: every version is still to mirror."""
     delta = DELTA_FIXTURES / TABLE
@@ -185,3 +219,29 @@ def test_version(tmp_path: Path) -> None:
     done = run_dvmirror("--version", cwd=tmp_path, env=no_java_env())
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == f"dvmirror {version('dv-mirror')}"
+
+
+def test_flags_win_over_the_configuration_file_which_reads_the_environment(tmp_path: Path) -> None:
+    """flags > file > environment > defaults, through the console script: the unknown table's line names
+    the catalog asked, the flag's `uri` over the file's, the file's `${VAR}` and YAML boolean read."""
+    config = tmp_path / "dvmirror.yaml"
+    config.write_text(
+        "catalog:\n  type: jdbc\n  uri: jdbc:sqlite:${CATALOG_DIR}/file.db\n  warehouse: ${CATALOG_DIR}/wh\n"
+        "  s3.path-style-access: true\n"
+    )
+    env = {**no_java_env(), "CATALOG_DIR": str(tmp_path)}
+    flag = f"uri=jdbc:sqlite:{tmp_path}/flag.db"
+    done = run_dvmirror(
+        "status", "st.nope", "--config", str(config), "--catalog-property", flag, cwd=tmp_path, env=env
+    )
+    assert done.returncode == 2
+    line = one_error_line(done)
+    assert f"uri=jdbc:sqlite:{tmp_path}/flag.db" in line and "file.db" not in line, line
+    assert f"warehouse={tmp_path}/wh" in line and "s3.path-style-access=true" in line, line
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("catalog:\n  type: jdbc\n  uri: x\ncatalgo:\n  type: rest\n")
+    refused = run_dvmirror("status", "st.nope", "--config", str(bad), cwd=tmp_path, env=env)
+    assert refused.returncode == 2
+    assert one_error_line(refused) == (
+        f"dvmirror: configuration file {bad}, line 4, key catalgo: unknown key (known: catalog)"
+    )

@@ -116,7 +116,10 @@ def test_tables_file_resolution_and_validation(tmp_path, monkeypatch) -> None:
 
     bad = tmp_path / "bad.yaml"
     tables_file(bad, "{name: a, delta_path: t, iceberg_table: nonamespace}")
-    with pytest.raises(MirrorConfigError, match=r"(?s)document 1: .*NAMESPACE\.NAME"):
+    # One line naming the file, the line and the key (issue 36: a multi-line pydantic dump).
+    with pytest.raises(
+        MirrorConfigError, match=r"^tables file .*, line 2, key attributes\.iceberg_table: .*NAMESPACE"
+    ):
         load_mirrors_file(bad, MirrorSettings.resolve().catalog)
     tables_file(bad, "{name: a, delta_path: t, iceberg_table: n.a, format_version: 4}")
     with pytest.raises(MirrorConfigError, match="format_version"):
@@ -124,7 +127,9 @@ def test_tables_file_resolution_and_validation(tmp_path, monkeypatch) -> None:
     tables_file(
         bad, "{name: a, delta_path: t, iceberg_table: n.a}", "{name: a, delta_path: u, iceberg_table: n.b}"
     )
-    with pytest.raises(MirrorConfigError, match=r"two tables are named \['a'\]"):
+    with pytest.raises(
+        MirrorConfigError, match=r"key attributes\.name: 'a' is also the name of the table on line 2"
+    ):
         load_mirrors_file(bad, MirrorSettings.resolve().catalog)
     # The old `sources:` list is refused with the way to the new form.
     bad.write_text("sources:\n  - {name: a, delta_path: t, iceberg_table: n.a}\n")
@@ -258,7 +263,7 @@ def test_the_component_yaml_sets_freshness_running_status_and_the_cleanup_schedu
             "{name: a, delta_path: a, iceberg_table: n.a}",
             f"{{name: b, delta_path: b, iceberg_table: n.b, {bad}}}",
         )
-        with pytest.raises(MirrorConfigError, match=f"(?s)document 2: .*{reason}"):
+        with pytest.raises(MirrorConfigError, match=f"line 5, key attributes\\.[a-z_]+: .*{reason}"):
             load_mirrors_file(path, MirrorSettings.resolve().catalog)
 
 

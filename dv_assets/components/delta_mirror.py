@@ -36,23 +36,40 @@ conflict by name).
 
 An installed package is pointed at another table list by a file of the same documents outside the
 package: `$DVMIRROR_SOURCES`, or `sources.yaml` in the working directory (`load_mirrors_file`); it replaces
-the packaged tables (`dv_assets.definitions`).
+the packaged tables (`dv_assets.definitions`). That file (and `dvmirror sync --tables`) is read by the
+engine's one parser of the mirror's files (`dv_assets.mirror.config_file`, `--config`'s too): `${VAR}` in
+any string value from the environment, a YAML boolean or number as a catalog property's text, and every
+bad file (missing, not YAML, a key given twice, an unknown key, a wrong type, a duplicate name) one line
+naming the file, the line and the key (`TablesFileError`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, get_args
 
 import dagster as dg
-import yaml
 from jinja2.nativetypes import native_concat
-from pydantic import Field, PrivateAttr
+from pydantic import BaseModel, Field, PrivateAttr, ValidationError
 
 from dv_assets.defs.factory import TableDefinitions, build_table, tables_definitions
 from dv_assets.defs.sources import DEFAULT_FAIL_WINDOW_HOURS, DeltaSource, Freshness
-from dv_assets.mirror import CatalogConfig, MirrorSettings, Retention
+from dv_assets.mirror import (
+    DEFAULT_RETENTION,
+    TABLES_FILE,
+    CatalogConfig,
+    ConfigFileError,
+    Located,
+    MirrorSettings,
+    Retention,
+    Source,
+    catalog_properties,
+    line_of,
+    read_documents,
+    substitute,
+)
 
 COMPONENT_TYPE = "dv_assets.components.DeltaMirrorComponent"
 
@@ -61,17 +78,18 @@ class RetentionAttributes(dg.Model, dg.Resolvable):
     """`Retention` as YAML attributes (dg resolves plain types; `Retention` validates the values)."""
 
     retain_last: int = Field(
-        default=Retention().retain_last, description="keep at least the newest N snapshots"
+        default=DEFAULT_RETENTION.retain_last, description="keep at least the newest N snapshots"
     )
-    # A week, as Iceberg's own default keeps days: the cleanup schedule runs on every table, and what a
-    # reader may still time-travel to should not go after a day of busy commits.
+    # A week (DEFAULT_RETENTION), as Iceberg's own default keeps days: the cleanup runs on every table,
+    # and what a reader may still time-travel to should not go after a day of busy commits.
     max_snapshot_age_hours: float | None = Field(
-        default=168,
-        description="expire snapshots older than this (never the newest retain_last); null: keep the newest "
-        "retain_last only",
+        default=DEFAULT_RETENTION.max_snapshot_age_hours,
+        description="expire snapshots older than this (never the newest retain_last); null: expire every "
+        "snapshot beyond the newest retain_last",
     )
     orphan_min_age_hours: float = Field(
-        default=Retention().orphan_min_age_hours, description="age before a crashed run's leftovers go"
+        default=DEFAULT_RETENTION.orphan_min_age_hours,
+        description="age before a crashed run's leftovers go",
     )
 
     def retention(self) -> Retention:
@@ -134,7 +152,7 @@ class DeltaMirrorComponent(dg.Component, dg.Model, dg.Resolvable):
     allowed_roots: list[str] = Field(
         default_factory=list, description="folders outside delta_path its log may name (shallow clones)"
     )
-    catalog: dict[str, str] | None = Field(
+    catalog: dict[str, str | bool | int | float] | None = Field(
         default=None,
         description="Iceberg catalog properties as Iceberg names them (type or catalog-impl, uri, warehouse, "
         "io-impl, s3.*); all tables of a code location share one catalog; omitted: the environment's "
@@ -170,7 +188,16 @@ class DeltaMirrorComponent(dg.Component, dg.Model, dg.Resolvable):
     def catalog_config(self, environment: CatalogConfig) -> CatalogConfig:
         """The catalog the properties name, or `environment`: the environment's (the code location's
         settings: DVMIRROR_CONFIG, DVMIRROR_CATALOG_URI / DVMIRROR_WAREHOUSE, ./.dvmirror)."""
-        return CatalogConfig(self.catalog) if self.catalog else environment
+        return self.own_catalog() or environment
+
+    def own_catalog(self) -> CatalogConfig | None:
+        """The catalog the table's `catalog` properties name (None: none given)."""
+        if not self.catalog:
+            return None
+        # A YAML boolean as Iceberg spells it (`true`), as the configuration file takes it.
+        return CatalogConfig(
+            {k: (str(v).lower() if isinstance(v, bool) else str(v)) for k, v in self.catalog.items()}
+        )
 
     def use_settings(self, settings: MirrorSettings) -> None:
         """The code location's settings, whose catalog is this table's (`check_mirrors`)."""
@@ -225,45 +252,162 @@ def check_mirrors(mirrors: Sequence[tuple[DeltaSource, CatalogConfig]], where: s
     return catalogs[0] if catalogs else None
 
 
-def load_mirrors_file(path: Path, environment: CatalogConfig) -> list[tuple[DeltaSource, CatalogConfig]]:
+class TablesFileError(ConfigFileError, MirrorConfigError):
+    """A bad tables file: one line naming the file, the line and the key (`ConfigFileError`), raised before
+    anything is built: `dvmirror` exits 2 with it, the code location fails to load with it."""
+
+
+def load_mirrors_file(
+    path: Path,
+    environment: CatalogConfig | Callable[[], CatalogConfig],
+    environ: Mapping[str, str] | None = None,
+) -> list[tuple[DeltaSource, CatalogConfig]]:
     """The tables of a YAML file of component documents (the defs.yaml format), outside the package;
-    relative locations are relative to the file's folder; a table without `catalog` has `environment`."""
-    path = path.resolve()
-    out = []
-    for number, document in enumerate(_documents(path.read_text()), start=1):
-        if document is None:
+    relative locations are relative to the file's folder; a table without `catalog` has `environment`
+    (a callable: asked only then). Read by the engine's parser (`dv_assets.mirror.config_file`): `${VAR}`
+    from `environ` (default: the process's); TablesFileError for every bad file."""
+    path = Path(path).absolute()
+    environment_catalog: list[CatalogConfig] = []
+
+    def default_catalog() -> CatalogConfig:
+        if not environment_catalog:
+            environment_catalog.append(environment() if callable(environment) else environment)
+        return environment_catalog[0]
+
+    env = os.environ if environ is None else environ
+    source = Source(path, TABLES_FILE)
+    out: list[tuple[DeltaSource, CatalogConfig]] = []
+    seen: dict[tuple[str, str], int] = {}  # (name or iceberg_table, value) -> its line
+    try:
+        documents = read_documents(path, TABLES_FILE)
+    except ConfigFileError as err:
+        raise _error(source, err.reason, err.line, err.key) from None
+    for document in documents:
+        content = document.content
+        if content is None:
             continue
-        if not isinstance(document, dict) or "type" not in document:
-            hint = (
-                " (the `sources:` list is the old format: write one document per table, "
-                f"`type: {COMPONENT_TYPE}` and its `attributes:`, separated by `---`)"
-                if isinstance(document, dict) and "sources" in document
-                else ""
-            )
-            raise MirrorConfigError(f"{path}: document {number} is not a component document{hint}")
-        if document["type"] != COMPONENT_TYPE:
-            raise MirrorConfigError(
-                f"{path}: document {number} has type {document['type']!r}, not {COMPONENT_TYPE}"
-            )
+        attributes = _attributes(document.number, document.line, content, source)
         try:
-            mirror = resolve_attributes(document.get("attributes") or {})
-            out.append((mirror.source(path.parent), mirror.catalog_config(environment)))
-        except Exception as err:
-            raise MirrorConfigError(f"{path}: document {number}: {err}") from err
-    check_mirrors(out, str(path))
+            attributes = substitute(attributes, source, env, line=attributes.line, key="attributes")
+            if attributes.get("catalog") is not None:
+                attributes["catalog"] = catalog_properties(
+                    attributes["catalog"],
+                    source,
+                    line=attributes.line_of("catalog"),
+                    key="attributes.catalog",
+                )
+        except ConfigFileError as err:
+            raise _error(source, err.reason, err.line, err.key) from None
+        try:
+            mirror = resolve_attributes(attributes)
+            table_source, own_catalog = mirror.source(path.parent), mirror.own_catalog()
+        except ValidationError as err:
+            raise _validation_error(err, attributes, source) from None
+        except Exception as err:  # dg's resolution of a template, a catalog refused: the document's line
+            reason = " ".join(str(err).split())[:500]
+            raise _error(source, f"document {document.number}: {reason}", attributes.line) from None
+        out.append((table_source, own_catalog or default_catalog()))
+        for key in ("name", "iceberg_table"):
+            value = str(attributes[key])
+            line = attributes.line_of(key)
+            if (key, value) in seen:
+                raise _error(
+                    source,
+                    f"{value!r} is also the {key} of the table on line {seen[key, value]}",
+                    line,
+                    f"attributes.{key}",
+                )
+            seen[key, value] = line
+    try:
+        check_mirrors(out, str(path))
+    except MirrorConfigError as err:  # more than one catalog
+        raise _error(source, str(err).removeprefix(f"{path}: ")) from None
     return out
 
 
-def _documents(text: str) -> list[Any]:
-    """The YAML documents of `text`, parsed by libyaml when PyYAML has it (the same constructor as
-    `yaml.safe_load_all`, ~10x faster); a malformed file is parsed again in Python for PyYAML's own error."""
-    loader = getattr(yaml, "CSafeLoader", None)
-    if loader is not None:
-        try:
-            return list(yaml.load_all(text, Loader=loader))
-        except yaml.YAMLError:
-            pass
-    return list(yaml.safe_load_all(text))
+def _error(source: Source, reason: str, line: int | None = None, key: str | None = None) -> TablesFileError:
+    return TablesFileError(reason, path=source.path, kind=source.kind, line=line, key=key)
+
+
+# A component document's own keys (dg's `requirements`, `template_vars_module`, ... are not read here).
+_DOCUMENT_KEYS = ("type", "attributes")
+
+
+def _attributes(number: int, line: int, content: Any, source: Source) -> Located:
+    """A document's `attributes` (TablesFileError: not a DeltaMirrorComponent document)."""
+    if not isinstance(content, Located) or "type" not in content:
+        hint = (
+            " (the `sources:` list is the old format: write one document per table, "
+            f"`type: {COMPONENT_TYPE}` and its `attributes:`, separated by `---`)"
+            if isinstance(content, dict) and "sources" in content
+            else f" (`type: {COMPONENT_TYPE}` and its `attributes:`)"
+        )
+        raise _error(source, f"document {number} is not a component document{hint}", line)
+    if content["type"] != COMPONENT_TYPE:
+        raise _error(
+            source,
+            f"document {number} has type {content['type']!r}, not {COMPONENT_TYPE}",
+            content.line_of("type"),
+            "type",
+        )
+    for key in content:
+        if key not in _DOCUMENT_KEYS:
+            raise _error(
+                source, f"unknown key (known: {', '.join(_DOCUMENT_KEYS)})", content.line_of(key), str(key)
+            )
+    attributes = content.get("attributes")
+    if not isinstance(attributes, Located):
+        got = "nothing" if attributes is None else type(attributes).__name__
+        raise _error(
+            source,
+            f"document {number} needs `attributes:`, a mapping (name, delta_path, iceberg_table, ...), "
+            f"got {got}",
+            content.line_of("attributes"),
+            "attributes",
+        )
+    return attributes
+
+
+# Where a model's validation error points, relative to the document's attributes.
+_PREFIX = {"Freshness": ("freshness",), "Retention": ("retention",)}
+
+
+def _validation_error(err: ValidationError, attributes: Located, source: Source) -> TablesFileError:
+    """The first error of a model's validation as one line: its key, its line and pydantic's message."""
+    first = err.errors(include_url=False)[0]
+    location = (*_PREFIX.get(err.title, ()), *first["loc"])
+    key = ".".join(str(part) for part in ("attributes", *location))
+    line = line_of(attributes, location, attributes.line)
+    if first["type"] == "extra_forbidden":
+        known = _known_keys(location[:-1])
+        reason = "unknown key" + (f" (known: {', '.join(known)})" if known else "")
+    elif first["type"] == "missing":
+        reason = "required, missing"
+    else:
+        reason = " ".join(str(first["msg"]).split())
+        shown = first.get("input")
+        said = str(first["type"]).startswith("value_error")  # the model's own message names the value
+        if not said and location[:1] != ("catalog",) and isinstance(shown, str | int | float | bool):
+            reason += f", got {str(shown)[:80]!r}"
+    return _error(source, reason, line, key)
+
+
+def _known_keys(location: Sequence[Any]) -> list[str]:
+    """The attribute names at `location` (the component's, or a nested model's)."""
+    model: type[BaseModel] = DeltaMirrorComponent
+    for part in location:
+        field = model.model_fields.get(str(part))
+        if field is None:
+            return []
+        nested = [t for t in (field.annotation, *get_args(field.annotation)) if _is_model(t)]
+        if not nested:
+            return []
+        model = nested[0]
+    return list(model.model_fields)
+
+
+def _is_model(annotation: Any) -> bool:
+    return isinstance(annotation, type) and issubclass(annotation, BaseModel)
 
 
 def resolve_attributes(attributes: dict[str, Any]) -> DeltaMirrorComponent:
@@ -276,11 +420,19 @@ def resolve_attributes(attributes: dict[str, Any]) -> DeltaMirrorComponent:
     Anything else (a template, a value that does not validate) goes through dg, with dg's values and
     error messages."""
     if _plain(attributes):
-        try:
-            return DeltaMirrorComponent.model_validate(attributes)
-        except Exception:  # dg's resolution raises its own error, with the document's positions
-            pass
-    return DeltaMirrorComponent.resolve_from_dict(attributes)
+        # A value that does not validate raises pydantic's error, which names the key (the file's line
+        # is found from it: `load_mirrors_file`).
+        return DeltaMirrorComponent.model_validate(attributes)
+    return DeltaMirrorComponent.resolve_from_dict(_as_dicts(attributes))
+
+
+def _as_dicts(value: Any) -> Any:
+    """`value` with plain dicts for the parser's `Located` mappings (dg dumps the attributes to YAML)."""
+    if isinstance(value, dict):
+        return {k: _as_dicts(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_as_dicts(v) for v in value]
+    return value
 
 
 def _plain(value: Any) -> bool:

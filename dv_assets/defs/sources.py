@@ -19,7 +19,7 @@ from dagster._check import CheckError  # what FreshnessPolicy's own checks raise
 from dagster._utils.schedules import is_valid_cron_string  # what ScheduleDefinition checks; not dg.*
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from dv_assets.mirror import ICEBERG_CATALOG_NAME, DeltaTable, FileIO, Retention
+from dv_assets.mirror import DEFAULT_RETENTION, ICEBERG_CATALOG_NAME, DeltaTable, FileIO, Retention
 
 TABLE_TAG = "dvmirror/table"
 # The Delta versions a mirror run covers ("7" or "7-12"); shown in the UI's run list, unlike the
@@ -113,7 +113,7 @@ class DeltaSource(BaseModel):
     delta_path: str
     iceberg_table: str
     format_version: int = 3
-    retention: Retention = Field(default_factory=Retention)
+    retention: Retention = Field(default_factory=lambda: DEFAULT_RETENTION.model_copy())
     # Folders outside the Delta table whose files its log may name (shallow clones, `p` DVs).
     allowed_roots: list[str] = Field(default_factory=list)
     # The object-storage properties (`s3.*`, `client.*`, `gcs.*`, `adls.*`) the Delta log is read with: the

@@ -26,6 +26,15 @@ _EXPORTS = {
     "ICEBERG_CATALOG_NAME": "dv_assets.mirror.settings",
     "get_or_create_spark": "dv_assets.mirror.spark",
     "FileIO": "dv_assets.mirror.io",
+    # the one parser of the mirror's YAML files (configuration file, tables file)
+    "ConfigFileError": "dv_assets.mirror.config_file",
+    "Located": "dv_assets.mirror.config_file",
+    "Source": "dv_assets.mirror.config_file",
+    "TABLES_FILE": "dv_assets.mirror.config_file",
+    "catalog_properties": "dv_assets.mirror.config_file",
+    "line_of": "dv_assets.mirror.config_file",
+    "read_documents": "dv_assets.mirror.config_file",
+    "substitute": "dv_assets.mirror.config_file",
     # the sync
     "sync_table": "dv_assets.mirror.sync",
     "SyncResult": "dv_assets.mirror.results",
@@ -54,6 +63,7 @@ _EXPORTS = {
     "last_mirrored_version": "dv_assets.mirror.iceberg.pyiceberg_reader",
     # maintenance and verification
     "Retention": "dv_assets.mirror.iceberg.maintenance",
+    "DEFAULT_RETENTION": "dv_assets.mirror.iceberg.maintenance",
     "MaintenanceReport": "dv_assets.mirror.iceberg.maintenance",
     "expire_and_reclaim": "dv_assets.mirror.iceberg.maintenance",
     "plan_without_jvm": "dv_assets.mirror.iceberg.maintenance",

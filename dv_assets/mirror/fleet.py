@@ -148,7 +148,7 @@ class _Turn:
             lag = None if committed_ms is None else max(0.0, time.time() - committed_ms / 1000)
             run.listener.version(table, result, lag)
 
-        return sync_table(
+        synced = sync_table(
             run.spark,
             state.delta_root,
             table.iceberg_table,
@@ -160,6 +160,10 @@ class _Turn:
             io=run.io,
             stop=lambda: run.stop.is_set() or self.count >= run.versions_per_turn,
         )
+        last = synced.versions[-1].delta_version if synced.versions else synced.previously_mirrored
+        if run.after_pass is not None and last == synced.latest_delta_version and not run.stop.is_set():
+            run.after_pass(table, run.iceberg())  # its errors are the pass's
+        return synced
 
 
 @dataclass
@@ -173,6 +177,9 @@ class _Run:
     concurrency: int
     versions_per_turn: int
     executors: ExecutorPolicy
+    # Called in the pass's thread after a pass that reached Delta's latest version (the CLI applies the
+    # table's retention there: `RetentionKeeper`).
+    after_pass: Callable[[FleetTable, IcebergJava], None] | None = None
     clock: Callable[[], float] = time.monotonic
     _local: threading.local = field(default_factory=threading.local)
 
@@ -196,6 +203,7 @@ def run_fleet(
     versions_per_turn: int = DEFAULT_VERSIONS_PER_TURN,
     executors: ExecutorPolicy = DEFAULT_EXECUTOR_POLICY,
     io: FileIO | None = None,
+    after_pass: Callable[[FleetTable, IcebergJava], None] | None = None,
 ) -> FleetResult:
     """Mirror every table of `tables` up to its latest Delta version (once), or keep doing it until `stop`
     is set (`follow`). Raises FleetSessionLost when the Spark session is gone; every other failure is the
@@ -203,7 +211,9 @@ def run_fleet(
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     io = io or FileIO(IcebergJava(spark).storage_properties())
-    run = _Run(spark, io, listener, stop, follow, interval, concurrency, versions_per_turn, executors)
+    run = _Run(
+        spark, io, listener, stop, follow, interval, concurrency, versions_per_turn, executors, after_pass
+    )
     states = []
     for table in tables:
         root = table_root_of(table.delta_path)

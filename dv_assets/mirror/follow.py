@@ -170,6 +170,7 @@ def follow_table(
     on_following: Callable[[int | None], None] | None = None,
     on_version: Callable[[VersionResult, float | None], None] | None = None,
     on_retry: Callable[[BaseException, float], None] | None = None,
+    after_pass: Callable[[IcebergJava], None] | None = None,
     iceberg: IcebergJava | None = None,
     io: FileIO | None = None,
     backoff: Backoff | None = None,
@@ -178,7 +179,9 @@ def follow_table(
 
     `on_following(version)` is called once, when the first pass (the catch-up) is done; `on_version(result,
     lag_seconds)` after each version committed (lag: now minus the Delta commit's timestamp; None when the
-    commit has none); `on_retry(error, delay)` before each retry. Raises MirrorInputError (a refusal),
+    commit has none); `on_retry(error, delay)` before each retry; `after_pass(iceberg)` after each pass
+    that reached Delta's latest version (the CLI applies the table's retention there: `RetentionKeeper`;
+    its errors are the pass's). Raises MirrorInputError (a refusal),
     MirrorConflictError (lost races in a row) or any error that is not transient; returns when stopped.
     """
     iceberg = iceberg or IcebergJava(spark)
@@ -223,6 +226,8 @@ def follow_table(
                 # Not stopped: the pass went up to the latest version its listing showed.
                 result.mirrored_version = synced.latest_delta_version
                 last_commit = watch.last_commit(result.mirrored_version)
+                if after_pass is not None:
+                    after_pass(iceberg)
                 pass_due, conflicts = False, 0
                 backoff.reset()
                 if not announced:

@@ -35,8 +35,9 @@ from the Maven coordinates of `maven.json` (jvm/pom.xml's) into the Ivy cache, o
 | Spark tasks on a local master too | — | `DVMIRROR_EXECUTORS_ON_LOCAL=1` | off: driver on `local[…]` |
 | tracebacks | — | `DVMIRROR_DEBUG=1` | off |
 
-The configuration file is YAML; `${VAR}` in a value is replaced by the environment variable VAR (an
-unset one is an error), so secrets need not be written into it:
+The configuration file is YAML, read by the one parser of the mirror's files (`config_file.py`, the
+tables file's too); `${VAR}` in a value is replaced by the environment variable VAR (an unset one is an
+error), so secrets need not be written into it, and a YAML boolean is written as `true`/`false`:
 
 ```yaml
 catalog:
@@ -44,7 +45,7 @@ catalog:
   uri: http://127.0.0.1:8181
   warehouse: s3://bucket/warehouse
   s3.endpoint: http://127.0.0.1:9000
-  s3.path-style-access: "true"
+  s3.path-style-access: true
   s3.secret-access-key: ${S3_SECRET}
 ```
 """
@@ -56,9 +57,9 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote, urlsplit
 
+from dv_assets.mirror.config_file import load_config_file
 from dv_assets.mirror.placement import (
     DEFAULT_EXECUTOR_BYTES,
     DEFAULT_EXECUTOR_DVS,
@@ -110,7 +111,6 @@ _PYICEBERG_TYPES = {"jdbc": "sql", "rest": "rest", "hive": "hive", "glue": "glue
 _JAVA_ONLY = ("catalog-impl", "io-impl", "cache-enabled", "cache.expiration-interval-ms")
 # Keys whose values are never shown in messages.
 _SECRET = re.compile(r"(secret|password|token|credential|key-id|\.key$)", re.IGNORECASE)
-_ENV_REFERENCE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 def _is_uri(location: str) -> bool:
@@ -333,37 +333,6 @@ def parse_property(text: str) -> tuple[str, str]:
     return key.strip(), value
 
 
-def load_config_file(path: str | Path, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """A configuration file: YAML with a `catalog:` map; `${VAR}` replaced from the environment."""
-    import yaml
-
-    env = os.environ if environ is None else environ
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text()) or {}
-    except (OSError, yaml.YAMLError) as err:
-        raise ValueError(f"configuration file {path}: {err}") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("catalog", {}), dict):
-        raise ValueError(f"configuration file {path}: expected a mapping with a `catalog:` mapping")
-    unknown = sorted(set(raw) - {"catalog"})
-    if unknown:
-        raise ValueError(f"configuration file {path}: unknown keys {unknown} (known: catalog)")
-
-    def substitute(value: Any) -> str:
-        if isinstance(value, bool):  # YAML's true/false, as Iceberg spells them
-            return str(value).lower()
-
-        def var(match: re.Match[str]) -> str:
-            name = match.group(1)
-            if name not in env:
-                raise ValueError(f"configuration file {path}: environment variable {name} is not set")
-            return env[name]
-
-        return _ENV_REFERENCE.sub(var, str(value))
-
-    return {"catalog": {str(k): substitute(v) for k, v in (raw.get("catalog") or {}).items()}}
-
-
 @dataclass(frozen=True)
 class MirrorSettings:
     """Everything the engine is configured with (see the module docstring for variables and defaults)."""
@@ -376,6 +345,9 @@ class MirrorSettings:
     spark_master: str = "local[2]"
     driver_memory: str = "3g"
     sources_file: Path = Path(SOURCES_FILE)
+    # Whether the tables file was named (DVMIRROR_SOURCES, or given): then it must exist. Otherwise
+    # `sources.yaml` in the working directory is used when there is one.
+    sources_named: bool = False
     debug: bool = False
     executors: ExecutorPolicy = DEFAULT_EXECUTOR_POLICY  # when a version's DVs are converted in Spark tasks
     # S3 support in Spark (S3A for the Delta side, Iceberg's S3FileIO): the jars of `make jars-s3`. On when
@@ -395,6 +367,7 @@ class MirrorSettings:
         *,
         catalog: CatalogConfig | None = None,
         catalog_properties: Mapping[str, str] | None = None,
+        file_catalog: Mapping[str, str] | None = None,
         config_file: str | Path | None = None,
         catalog_uri: str | None = None,
         warehouse: str | Path | None = None,
@@ -410,31 +383,42 @@ class MirrorSettings:
         environ: Mapping[str, str] | None = None,
         cwd: Path | None = None,
     ) -> MirrorSettings:
-        """Explicit values first, then the configuration file, then the environment, then defaults under
-        the working directory.
+        """Explicit values first, then a file, then the environment, then defaults under the working
+        directory.
 
-        The catalog: `catalog`; else the property map of the configuration file's `catalog:` with
-        `catalog_properties` over it (`warehouse` filling a missing `warehouse`); else the sqlite
-        shorthand (`catalog_uri`, DVMIRROR_CATALOG_URI, ./.dvmirror/catalog.db). `executor_dvs` is
-        DVMIRROR_EXECUTOR_DVS's form: a number of DVs, or `off`.
+        The catalog: `catalog` (the whole catalog); else, when `catalog_uri` (`--catalog-uri`) is given,
+        that sqlite catalog (a flag: no file's catalog counts; `--config` with it is refused as two
+        answers to one question); else the file's property map, `catalog_properties` (flags) over it, and
+        `warehouse` (the flag) over both. The file is `file_catalog` (a tables file's `catalog:`), which
+        is a whole catalog: nothing of the environment goes under it; else the configuration file's
+        `catalog:` (`config_file`, else DVMIRROR_CONFIG), DVMIRROR_WAREHOUSE filling a missing
+        `warehouse`. With no properties at all: the sqlite shorthand (DVMIRROR_CATALOG_URI,
+        ./.dvmirror/catalog.db) and DVMIRROR_WAREHOUSE. `executor_dvs` is DVMIRROR_EXECUTOR_DVS's form: a
+        number of DVs, or `off`.
         """
         env = os.environ if environ is None else environ
         cwd = (cwd or Path.cwd()).resolve()
         state = cwd / STATE_DIR
         if catalog is None:
-            warehouse = warehouse or env.get(WAREHOUSE_ENV)
             if catalog_uri and (catalog_properties or config_file):
                 raise ValueError("give the catalog as --catalog-uri or as catalog properties, not both")
-            config_file = None if catalog_uri else config_file or env.get(CONFIG_ENV)
-            properties = dict(load_config_file(config_file, env)["catalog"]) if config_file else {}
+            env_warehouse = env.get(WAREHOUSE_ENV)
+            properties: dict[str, str] = {}
+            if file_catalog and not catalog_uri:
+                properties = dict(file_catalog)
+            elif not catalog_uri:
+                config_file = config_file or env.get(CONFIG_ENV)
+                properties = dict(load_config_file(config_file, env)["catalog"]) if config_file else {}
             properties.update(catalog_properties or {})
             if properties:
-                if warehouse and "warehouse" not in properties:
+                if warehouse:
                     properties["warehouse"] = str(warehouse)
+                elif env_warehouse and not file_catalog and "warehouse" not in properties:
+                    properties["warehouse"] = env_warehouse
                 catalog = CatalogConfig(properties)
             else:
                 uri = catalog_uri or env.get(CATALOG_URI_ENV) or f"sqlite:///{state / 'catalog.db'}"
-                catalog = CatalogConfig.from_uri(uri, warehouse or state / "warehouse")
+                catalog = CatalogConfig.from_uri(uri, warehouse or env_warehouse or state / "warehouse")
         s3_requested = s3 or env.get(S3_ENV) == "1"
         found_jars = _jars_folder(jars_dir or env.get(JARS_ENV), cwd)
         return cls(
@@ -446,6 +430,7 @@ class MirrorSettings:
             spark_master=spark_master or env.get(SPARK_MASTER_ENV) or "local[2]",
             driver_memory=driver_memory or env.get(DRIVER_MEMORY_ENV) or "3g",
             sources_file=Path(sources_file or env.get(SOURCES_ENV) or cwd / SOURCES_FILE).resolve(),
+            sources_named=bool(sources_file or env.get(SOURCES_ENV)),
             debug=bool(env.get(DEBUG_ENV)),
             executors=ExecutorPolicy(
                 min_dvs=_threshold(env.get(EXECUTOR_DVS_ENV) if executor_dvs is None else executor_dvs),

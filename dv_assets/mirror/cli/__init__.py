@@ -6,17 +6,19 @@
         [--follow [--interval SECONDS]]      (--follow: mirror each new version as it appears, until SIGTERM)
     dvmirror sync --tables FILE [catalog flags] [--concurrency N] [--json] [--follow [--interval SECONDS]]
         (every table of a file of DeltaMirrorComponent documents, in one process and one Spark session)
-    dvmirror status NAMESPACE.NAME ... [--delta PATH] [catalog flags] [--json]        (no JVM)
+    dvmirror status NAMESPACE.NAME ... [--delta PATH] [catalog flags] [--json]
+        (no JVM; each table reported on its own, the exit code the worst of theirs)
     dvmirror verify NAMESPACE.NAME [--version N] [--full] [--delta PATH] [catalog flags] [--json]
         (no JVM without --full; exit 1 when a check fails)
-    dvmirror expire NAMESPACE.NAME --retain-last N [--older-than DURATION] [--dry-run] [catalog flags]
-        [--json]
+    dvmirror expire NAMESPACE.NAME [--retain-last N] [--older-than DURATION] [--tables FILE] [--dry-run]
+        [catalog flags] [--json]     (default: the table's retention, else the newest 10 and 7 days)
     dvmirror --version
 
 The catalog: Iceberg's own catalog properties, e.g. `--catalog-property type=rest --catalog-property
 uri=http://127.0.0.1:8181 --catalog-property warehouse=s3://bucket/wh --catalog-property
 s3.endpoint=http://127.0.0.1:9000`, or the same keys under `catalog:` in a YAML file (--config FILE or
-DVMIRROR_CONFIG; flags override it). Default: the embedded sqlite catalog ./.dvmirror/catalog.db and
+DVMIRROR_CONFIG, or a tables file's `catalog:`; flags override it, `${VAR}` in it is read from the
+environment). Default: the embedded sqlite catalog ./.dvmirror/catalog.db and
 warehouse ./.dvmirror/warehouse in the working directory, created by the first sync that mirrors a
 version, once its input is checked (--catalog-uri and --warehouse put them anywhere else).
 The Delta table may be a local path or an s3:// / s3a://, gs:// or abfs[s]:// / wasb[s]:// URI (the

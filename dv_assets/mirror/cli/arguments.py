@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import logging
 import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import NamedTuple
 
@@ -53,12 +54,18 @@ def add_catalog_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def settings_from(args: argparse.Namespace, delta_location: str | None = None) -> MirrorSettings:
-    """The settings the catalog flags name (ValueError: bad flags); the S3, GCS or Azure jars when the
-    Delta table is there."""
+def settings_from(
+    args: argparse.Namespace,
+    delta_location: str | None = None,
+    file_catalog: Mapping[str, str] | None = None,
+) -> MirrorSettings:
+    """The settings the catalog flags name (ValueError: bad flags, a bad --config file); the S3, GCS or
+    Azure jars when the Delta table is there. `file_catalog`: a tables file's `catalog:`, the file the
+    flags go over (instead of --config's)."""
     settings = MirrorSettings.resolve(
         catalog_uri=args.catalog_uri,
         catalog_properties=dict(parse_property(p) for p in args.catalog_property),
+        file_catalog=file_catalog,
         config_file=args.config,
         warehouse=args.warehouse,
     )
@@ -81,6 +88,7 @@ class Position(NamedTuple):
     format_version: int  # the mirror's
     last_mirrored: int | None  # the Delta version the mirror shows (None: none yet)
     start: int  # the first version to mirror (> target: nothing to do)
+    snapshot_times_ms: tuple[int, ...] = ()  # its snapshots' (whether any is past retention)
 
 
 def position_without_jvm(
@@ -102,7 +110,9 @@ def position_without_jvm(
     if table is None:
         return None
     last_mirrored, start = mirror_position(delta, table, format_version, latest, target)
-    return Position(table.format_version, last_mirrored, start)
+    return Position(
+        table.format_version, last_mirrored, start, tuple(s.timestamp_ms for s in table.snapshots)
+    )
 
 
 # Long enough for a catalog across a slow network, short enough that a typo answers before a JVM would.

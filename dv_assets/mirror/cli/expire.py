@@ -1,12 +1,20 @@
-"""`dvmirror expire TABLE --retain-last N [--older-than DURATION]`: the cleanup job's expiry and reclaim
-(`expire_and_reclaim`, the same `Retention` and ownership rules) from the command line.
+"""`dvmirror expire TABLE [--retain-last N] [--older-than DURATION] [--tables FILE]`: the cleanup job's
+expiry and reclaim (`expire_and_reclaim`, the same `Retention` and ownership rules) from the command line.
+
+The retention: --retain-last and/or --older-than when given (--older-than alone keeps the newest 10;
+--retain-last alone expires every snapshot beyond the newest N, whatever its age); else the table's own:
+its `retention:` in the tables file --tables names (whose `catalog:` is then the catalog, as for `sync
+--tables`), else the default every table has (`DEFAULT_RETENTION`: the newest 10 kept, the others once
+older than 7 days), the one `dvmirror sync` and the Dagster cleanup apply.
 
 Iceberg's own `expire_snapshots` refuses a mirror (`gc.enabled=false`, rightly: its data files are
 Delta's), so this is how a CLI-only user expires one. Only the mirror's own delete files and Iceberg's
 metadata files that no retained snapshot references are deleted (and the metadata files Iceberg drops
 from the table's metadata log when the expiry commits); Delta's files never. Every file deleted is
 listed (beyond 50, how many of each kind and where; --json lists every one). --dry-run answers without
-a JVM when pyiceberg reads the catalog.
+a JVM when pyiceberg reads the catalog, and says what it *would* do under names that say so: in --json
+`would_expire_snapshot_ids`, `would_delete_files`, `would_reclaim_files`, `would_reclaim_bytes`, ...
+(the real run's `expired_snapshot_ids`, `deleted_files`, `files_reclaimed`, `bytes_reclaimed`).
 
 Exit codes: 0 done (also when nothing was expired), 2 bad input (no such table, not a dv-mirror table, a
 bad duration or catalog), 3 internal error.
@@ -37,9 +45,10 @@ from dv_assets.mirror.cli.output import (
     report_failure,
 )
 from dv_assets.mirror.errors import MirrorInputError
+from dv_assets.mirror.settings import MirrorSettings
 
 if TYPE_CHECKING:  # the maintenance module imports pyspark: not for `dvmirror --help`
-    from dv_assets.mirror.iceberg.maintenance import MaintenanceReport
+    from dv_assets.mirror.iceberg.maintenance import MaintenanceReport, Retention
     from dv_assets.mirror.iceberg.mirror_table import MirrorTable
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
@@ -66,13 +75,22 @@ def add_parser(commands: argparse._SubParsersAction, epilog: str | None) -> None
     )
     expire.add_argument("table", help="the mirror's Iceberg table, NAMESPACE.NAME")
     expire.add_argument(
-        "--retain-last", type=int, required=True, metavar="N", help="keep at least the newest N snapshots"
+        "--retain-last",
+        type=int,
+        metavar="N",
+        help="keep at least the newest N snapshots (default: the table's retention, else 10)",
     )
     expire.add_argument(
         "--older-than",
         metavar="DURATION",
-        help="expire only snapshots older than this (e.g. 36h, 7d; never the newest N). "
-        "Default: every snapshot beyond the newest N",
+        help="expire only snapshots older than this (e.g. 36h, 7d; never the newest N). Default: with "
+        "--retain-last, every snapshot beyond the newest N; without it, the table's retention, else 7d",
+    )
+    expire.add_argument(
+        "--tables",
+        metavar="FILE",
+        help="a tables file (DeltaMirrorComponent documents) naming the table: its `retention:` and its "
+        "`catalog:` (the catalog flags over it)",
     )
     expire.add_argument("--dry-run", action="store_true", help="report what would be removed, remove nothing")
     add_catalog_arguments(expire)
@@ -99,8 +117,33 @@ def _kind(location: str, key: str) -> str:
 _FILE_KEYS = ("deleted_delete_files", "deleted_orphans", "deleted_metadata_files", "deleted_metadata_json")
 
 
-def expire_report(report: MaintenanceReport, before: MirrorTable) -> dict:
-    """The report as plain values, with the Delta versions expired and still readable in the mirror."""
+# A dry run's names for what the real run reports as done.
+DRY_RUN_NAMES = {
+    "snapshots_expired": "would_expire_snapshots",
+    "snapshots_retained": "would_retain_snapshots",
+    "expired_snapshot_ids": "would_expire_snapshot_ids",
+    "expired_delta_versions": "would_expire_delta_versions",
+    "retained_delta_versions": "would_retain_delta_versions",
+    "deleted_delete_files": "would_delete_delete_files",
+    "deleted_metadata_files": "would_delete_metadata_files",
+    "deleted_orphans": "would_delete_orphans",
+    "deleted_metadata_json": "would_delete_metadata_json",
+    "deleted_files": "would_delete_files",
+    "files_reclaimed": "would_reclaim_files",
+    "bytes_reclaimed": "would_reclaim_bytes",
+}
+
+
+def as_json(values: dict) -> dict:
+    """The report's JSON: a dry run's under names that say it did nothing (`DRY_RUN_NAMES`)."""
+    if values["dry_run"]:
+        return {DRY_RUN_NAMES.get(k, k): v for k, v in values.items()}
+    return values
+
+
+def expire_report(report: MaintenanceReport, before: MirrorTable, retention: Retention) -> dict:
+    """The report as plain values, with the Delta versions expired and still readable in the mirror and
+    the retention applied."""
     versions = {s.snapshot_id: s.delta_version for s in before.snapshots}
     expired = set(report.expired_snapshot_ids)
     return {
@@ -122,6 +165,7 @@ def expire_report(report: MaintenanceReport, before: MirrorTable) -> dict:
         "deleted_files": report.deleted_files,
         "files_reclaimed": report.files_reclaimed,
         "bytes_reclaimed": report.bytes_reclaimed,
+        "retention": retention.model_dump(),
     }
 
 
@@ -167,19 +211,38 @@ def _fail(args: argparse.Namespace, code: int, line: str, spark_log: str | None 
     return report_failure(args, code, line, mirrored_versions=[], spark_log=spark_log)
 
 
-def run(args: argparse.Namespace) -> int:
-    from dv_assets.mirror.iceberg.maintenance import Retention
+def _retention_and_settings(args: argparse.Namespace) -> tuple[Retention, MirrorSettings]:
+    """The retention (the flags, else the table's in --tables, else DEFAULT_RETENTION) and the settings
+    (ValueError / MirrorInputError: bad flags or file, one line)."""
+    from dv_assets.mirror.iceberg.maintenance import DEFAULT_RETENTION, Retention
 
-    if "." not in args.table:
-        return _fail(args, EXIT_BAD_INPUT, f"--table must be NAMESPACE.NAME, got {args.table!r}")
-    if args.retain_last < 1:
-        return _fail(args, EXIT_BAD_INPUT, f"--retain-last must be at least 1, got {args.retain_last}")
-    try:
+    settings = None
+    retention = DEFAULT_RETENTION
+    if args.tables is not None:
+        from dv_assets.mirror.cli.fleet import load_tables
+
+        settings, _, retentions = load_tables(args)
+        if args.table not in retentions:
+            named = ", ".join(sorted(retentions))
+            raise MirrorInputError(
+                f"tables file {args.tables} names no table {args.table} (it names {named})"
+            )
+        retention = retentions[args.table]
+    if args.retain_last is not None or args.older_than is not None:
         retention = Retention(
-            retain_last=args.retain_last,
+            retain_last=DEFAULT_RETENTION.retain_last if args.retain_last is None else args.retain_last,
             max_snapshot_age_hours=None if args.older_than is None else duration_hours(args.older_than),
         )
-        settings = settings_from(args)
+    return retention, settings or settings_from(args)
+
+
+def run(args: argparse.Namespace) -> int:
+    if "." not in args.table:
+        return _fail(args, EXIT_BAD_INPUT, f"--table must be NAMESPACE.NAME, got {args.table!r}")
+    if args.retain_last is not None and args.retain_last < 1:
+        return _fail(args, EXIT_BAD_INPUT, f"--retain-last must be at least 1, got {args.retain_last}")
+    try:
+        retention, settings = _retention_and_settings(args)
         check_catalog_reachable(settings.catalog)
     except ValueError as err:
         return _fail(args, EXIT_BAD_INPUT, str(err).splitlines()[0])
@@ -200,9 +263,8 @@ def run(args: argparse.Namespace) -> int:
             if args.dry_run:  # what would go, read with pyiceberg: no JVM
                 from dv_assets.mirror.iceberg.maintenance import plan_without_jvm
 
-                return _print(
-                    args, expire_report(plan_without_jvm(settings.catalog, args.table, retention), before)
-                )
+                plan = plan_without_jvm(settings.catalog, args.table, retention)
+                return _print(args, expire_report(plan, before, retention))
 
         from dv_assets.mirror.iceberg.java import IcebergJava
         from dv_assets.mirror.iceberg.maintenance import expire_and_reclaim
@@ -228,12 +290,12 @@ def run(args: argparse.Namespace) -> int:
     if spark_log is not None:
         # Kept only when it may explain a failure (its path is then in the error line).
         Path(spark_log).unlink(missing_ok=True)
-    return _print(args, expire_report(report, before))
+    return _print(args, expire_report(report, before, retention))
 
 
 def _print(args: argparse.Namespace, values: dict) -> int:
     if args.json:
-        print(json.dumps({"ok": True, **values}, indent=2))
+        print(json.dumps({"ok": True, **as_json(values)}, indent=2))
     else:
         print(_text(values))
     sys.stdout.flush()

@@ -3,8 +3,16 @@
 FILE holds `DeltaMirrorComponent` documents, the format the Dagster code location reads
 (`dv_assets/defs/tables/defs.yaml`, DVMIRROR_SOURCES; parsed by the component's own
 `load_mirrors_file`): per table `name`, `delta_path` (relative: to FILE's folder), `iceberg_table`,
-`format_version`, `allowed_roots` and the shared `catalog` (else the catalog flags); the Dagster-only
-attributes (retention, cleanup_cron, freshness, start_running) are read and not used here.
+`format_version`, `allowed_roots`, `retention` and the shared `catalog` (the catalog flags go over it:
+flags > file > environment > defaults); the Dagster-only attributes (cleanup_cron, freshness,
+start_running) are read and not used here. A bad file (missing, not YAML, an unknown key, a wrong type, a
+duplicate name) is exit 2 and one line naming the file, the line and the key, before anything starts.
+
+Each table's `retention:` (else `DEFAULT_RETENTION`) is applied as the Dagster cleanup applies it, after
+its pass reaches Delta's latest version (once: at the end; following: after the catch-up, then at most
+every 10 minutes): snapshots past it expired, the mirror's own files only they used deleted
+(`RetentionKeeper`). A table up to date whose snapshots are past retention is not answered without a
+JVM: its expiry needs Iceberg Java.
 
 Once (no --follow): each table is checked without a JVM first (its path, its mirror read through pyiceberg:
 a table already up to date, or refused, answers there), then the others are mirrored in one Spark session,
@@ -16,7 +24,9 @@ until SIGTERM/SIGINT, which ends the passes in flight between versions.
 Output, flushed line by line. Text: one line per event, naming the Iceberg table first:
   `NS.T: mirrored Delta version V (…)` (the single-table line; while following `, lag X s` is added),
   `NS.T is up to date with DELTA at version V`, `NS.T: mirrored up to Delta version V (K versions)`,
-  `NS.T: following DELTA every N s (mirrored up to version V)`, a failure on stderr as
+  `NS.T: following DELTA every N s (mirrored up to version V)`,
+  `NS.T: expired K snapshots past its retention (…; Delta versions …); deleted F of the mirror's files, B
+  bytes`, a failure on stderr as
   `dvmirror: NS.T: <the one error line>; retrying in D s` (or `; not retried`), and last
   `synced|stopped following N tables: A mirrored, R refused, E failed, C conflicts[, S not reached]`.
 With --json, JSON Lines on stdout instead, one object per event, each with `event` and, per table,
@@ -26,6 +36,8 @@ With --json, JSON Lines on stdout instead, one object per event, each with `even
   {"event": "synced", …table, "mirrored_version", "latest_delta_version", "versions_mirrored",
    "start_note"}                         a table up to date (once; also a following table's catch-up)
   {"event": "following", …table, "interval_seconds", "mirrored_version"}
+  {"event": "expired", …table, "snapshots_expired", "expired_snapshot_ids", "expired_delta_versions",
+   "snapshots_retained", "deleted_files", "files_reclaimed", "bytes_reclaimed"}
   {"event": "failed", …table, "exit_code", "error", "retry_in_seconds" (null: not retried)}
   {"event": "summary", "ok", "exit_code", "stopped", "spark_application", "jvm_pid" (null: no JVM was
    needed), "spark_log", "tables": [{…table, "state", "exit_code", "mirrored_version",
@@ -64,14 +76,18 @@ from dv_assets.mirror.cli.output import (
     internal_error_line,
     report_failure,
 )
+from dv_assets.mirror.cli.retention import expiry_json, expiry_text
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError, worst_exit_code
+from dv_assets.mirror.iceberg.maintenance import DEFAULT_RETENTION, Retention, retention_due
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.locations import table_root_of
-from dv_assets.mirror.settings import MirrorSettings
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 
 if TYPE_CHECKING:  # fleet.py imports pyspark: not for `--help` nor a run answered without a JVM
     from dv_assets.mirror.fleet import FleetTable
+    from dv_assets.mirror.iceberg.java import IcebergJava
+    from dv_assets.mirror.iceberg.maintenance import MaintenanceReport
     from dv_assets.mirror.results import SyncResult, VersionResult
 
 STATES = {0: "mirrored", EXIT_BAD_INPUT: "refused", EXIT_INTERNAL_ERROR: "error", EXIT_CONFLICT: "conflict"}
@@ -178,6 +194,12 @@ class _Fleet:
         }
         self.emit(text, event)
 
+    def expired(self, table: FleetTable, report: MaintenanceReport, retention: Retention) -> None:
+        self.emit(
+            expiry_text(table.iceberg_table, report, retention),
+            {"event": "expired", **_fields(table), **(expiry_json(report) or {})},
+        )
+
     def refused_without_jvm(self, table: FleetTable, line: str) -> None:
         self.answered.append((_fields(table), EXIT_BAD_INPUT, None))
         event = {"event": "failed", **_fields(table), "exit_code": EXIT_BAD_INPUT, "error": line}
@@ -219,13 +241,19 @@ def run(args: argparse.Namespace) -> int:
     if args.interval is not None and not args.follow:
         return report_failure(args, EXIT_BAD_INPUT, "--interval applies to --follow only")
     try:
-        settings, tables = _load(args)
+        settings, tables, retentions = load_tables(args)
         check_catalog_reachable(settings.catalog)
     except (MirrorInputError, ValueError) as err:
-        line = err.one_line() if isinstance(err, MirrorInputError) else str(err)
+        line = err.one_line() if isinstance(err, MirrorInputError) else str(err).splitlines()[0]
         return report_failure(args, EXIT_BAD_INPUT, line)
     fleet = _Fleet(args)
-    to_mirror = [t for t in (_checked(fleet, settings, t) for t in tables) if t is not None]
+    to_mirror = [
+        t
+        for t in (
+            _checked(fleet, settings, t, retentions.get(t.iceberg_table, DEFAULT_RETENTION)) for t in tables
+        )
+        if t is not None
+    ]
     if not to_mirror:  # every table answered without a JVM
         return _summary(fleet, None, None, None)
     try:
@@ -239,7 +267,15 @@ def run(args: argparse.Namespace) -> int:
         # Imported here so that `--help`, argument errors and runs answered without a JVM start none.
         from dv_assets.mirror.fleet import FleetSessionLost, run_fleet
         from dv_assets.mirror.follow import stop_on_signals
+        from dv_assets.mirror.iceberg.maintenance import RetentionKeeper
         from dv_assets.mirror.spark import get_or_create_spark
+
+        keeper = RetentionKeeper(retentions)
+
+        def keep_retention(table: FleetTable, iceberg: IcebergJava) -> None:
+            report = keeper.after_pass(iceberg, table.iceberg_table)
+            if report is not None:
+                fleet.expired(table, report, keeper.retention(table.iceberg_table))
 
         with stop_on_signals() as stop:
             spark = get_or_create_spark(settings)
@@ -263,6 +299,7 @@ def run(args: argparse.Namespace) -> int:
                 interval=fleet.interval,
                 concurrency=args.concurrency or 1,
                 executors=settings.executors,
+                after_pass=keep_retention,
             )
     except FleetSessionLost as err:
         return report_failure(
@@ -277,29 +314,34 @@ def run(args: argparse.Namespace) -> int:
     return _summary(fleet, result, spark_log, application)
 
 
-def _load(args: argparse.Namespace) -> tuple[MirrorSettings, list[FleetTable]]:
-    """The settings (the catalog flags, else the tables' shared `catalog`) and the tables of the file."""
-    # The component's own parser: one format for Dagster and the CLI (it imports Dagster: here only).
-    from dv_assets.components.delta_mirror import MirrorConfigError, load_mirrors_file
+def load_tables(args: argparse.Namespace) -> tuple[MirrorSettings, list[FleetTable], dict[str, Retention]]:
+    """The settings, the tables of the file and each one's retention (by Iceberg table). The catalog:
+    the flags over the tables' shared `catalog` (the file), else over --config / the environment, as
+    `MirrorSettings.resolve` orders them. A bad file is a ConfigFileError (one line: file, line, key)."""
+    # The component's own model over the engine's parser (`config_file.py`): one format for Dagster and
+    # the CLI (it imports Dagster: here only).
+    from dv_assets.components.delta_mirror import load_mirrors_file
     from dv_assets.mirror.fleet import FleetTable
 
     path = Path(args.tables)
-    if not path.is_file():
-        raise MirrorInputError(f"tables file {args.tables}: no such file")
-    settings = settings_from(args)
-    try:
-        mirrors = load_mirrors_file(path, settings.catalog)
-    except MirrorConfigError as err:
-        raise MirrorInputError(str(err)) from None
-    except (OSError, ValueError) as err:  # unreadable, or not YAML
-        raise MirrorInputError(f"tables file {args.tables}: {str(err).splitlines()[0]}") from None
+    without_file: list[MirrorSettings] = []
+
+    def flags_catalog() -> CatalogConfig:
+        """The catalog of the flags over --config, the environment, the defaults: asked only for a table
+        without `catalog:`."""
+        without_file.append(settings_from(args))
+        return without_file[0].catalog
+
+    mirrors = load_mirrors_file(path, flags_catalog)
     if not mirrors:
-        raise MirrorInputError(f"tables file {args.tables}: no tables")
-    catalog = mirrors[0][1]
+        raise MirrorInputError(f"tables file {path.absolute()}: no tables")
+    shared = mirrors[0][1]  # one catalog for all (load_mirrors_file refuses two)
+    if without_file and shared == without_file[0].catalog:
+        settings = without_file[0]
+    else:  # the file's catalog, the flags over it
+        settings = settings_from(args, file_catalog=shared.properties)
     for source, _ in mirrors:
         settings = settings.for_location(source.delta_path)
-    if catalog != settings.catalog:
-        settings = settings.with_catalog(catalog)
     tables = [
         FleetTable(
             name=source.name,
@@ -310,12 +352,15 @@ def _load(args: argparse.Namespace) -> tuple[MirrorSettings, list[FleetTable]]:
         )
         for source, _ in mirrors
     ]
-    return settings, tables
+    return settings, tables, {source.iceberg_table: source.retention for source, _ in mirrors}
 
 
-def _checked(fleet: _Fleet, settings: MirrorSettings, table: FleetTable) -> FleetTable | None:
+def _checked(
+    fleet: _Fleet, settings: MirrorSettings, table: FleetTable, retention: Retention
+) -> FleetTable | None:
     """The table to mirror (with its mirrored version when read), or None when answered without a JVM:
-    refused, or (once) up to date. While following, a refusal is the engine's to report and retry."""
+    refused, or (once) up to date with no snapshot past `retention`. While following, a refusal is the
+    engine's to report and retry."""
     problem = not_a_local_delta_table(table.delta_path)
     try:
         if problem is not None:
@@ -337,7 +382,8 @@ def _checked(fleet: _Fleet, settings: MirrorSettings, table: FleetTable) -> Flee
         return table
     if position is None:
         return table
-    if position.start > latest and not fleet.follow:
+    due = retention_due(position.snapshot_times_ms, retention)
+    if position.start > latest and not fleet.follow and not due:
         fleet.up_to_date_without_jvm(table, position.last_mirrored, latest)
         return None
     return replace(table, mirrored_hint=position.last_mirrored)

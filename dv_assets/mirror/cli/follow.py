@@ -2,8 +2,10 @@
 
 stdout, flushed line by line: once the catch-up is done, `following DELTA into TABLE every N s (mirrored
 up to version V)`; then one line per mirrored version (the line `dvmirror sync` prints, plus `lag X s`:
-now minus the Delta commit's timestamp); `stopped following …` after SIGTERM/SIGINT. With --json, JSON
-Lines instead: one object per line, each with an `event` ("following", "version", "stopped"), a failure
+now minus the Delta commit's timestamp); `TABLE: expired K snapshots past its retention (…)` when the
+table's retention (`DEFAULT_RETENTION`), looked at after the catch-up and then at most every 10 minutes,
+expired some (`RetentionKeeper`); `stopped following …` after SIGTERM/SIGINT. With --json, JSON Lines
+instead: one object per line, each with an `event` ("following", "version", "expired", "stopped"), a failure
 as `{"ok": false, "exit_code", "error", "mirrored_versions", "spark_log"}`. A transient error retried is
 one line on stderr (`dvmirror: retrying in D s after: …`).
 """
@@ -24,10 +26,12 @@ from dv_assets.mirror.cli.output import (
     EXIT_INTERNAL_ERROR,
     internal_error_line,
 )
+from dv_assets.mirror.cli.retention import expiry_json, expiry_text
 from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
 from dv_assets.mirror.settings import MirrorSettings
 
 if TYPE_CHECKING:  # sync.py imports pyspark: not for `--help`
+    from dv_assets.mirror.iceberg.java import IcebergJava
     from dv_assets.mirror.results import VersionResult
 
 DEFAULT_INTERVAL_SECONDS = 5.0
@@ -96,7 +100,20 @@ def run(args: argparse.Namespace, settings: MirrorSettings, spark_log: str | Non
     try:
         # Imported here so that `--help` and argument errors answer without starting a JVM.
         from dv_assets.mirror.follow import follow_table, stop_on_signals
+        from dv_assets.mirror.iceberg.maintenance import DEFAULT_RETENTION, RetentionKeeper
         from dv_assets.mirror.spark import get_or_create_spark
+
+        keeper = RetentionKeeper()
+
+        def keep_retention(iceberg: IcebergJava) -> None:
+            """The table's retention after the catch-up and then at most every 10 minutes."""
+            report = keeper.after_pass(iceberg, args.table)
+            if report is not None:
+                _emit(
+                    args,
+                    expiry_text(args.table, report, DEFAULT_RETENTION),
+                    {"event": "expired", "iceberg_table": args.table, **(expiry_json(report) or {})},
+                )
 
         with stop_on_signals() as stop:
             spark = get_or_create_spark(settings)
@@ -112,6 +129,7 @@ def run(args: argparse.Namespace, settings: MirrorSettings, spark_log: str | Non
                 on_following=following,
                 on_version=committed,
                 on_retry=retrying,
+                after_pass=keep_retention,
             )
     except MirrorInputError as err:
         return fail(EXIT_BAD_INPUT, err.one_line())

@@ -5,6 +5,11 @@ A mirror names its Delta table itself (the `dvmirror.delta-table` property every
 Iceberg table names are enough; `--delta PATH` (one table) names the Delta table as `sync` does, and is
 held to the same check: an existing table must be dv-mirror's mirror of that path. A table the catalog
 does not have is bad input (exit 2) unless `--delta` names its Delta table (then: nothing mirrored yet).
+
+Each table named is reported on its own: a table that cannot be (unknown, not a mirror, its Delta table
+unreadable) is one line on stderr naming the catalog asked, and the others are still reported. The exit
+code sums them up (`worst_exit_code`: 3 internal error > 2 refused > 0); bad flags or a catalog that
+cannot be reached are one line for the whole command.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import traceback
 from dataclasses import asdict
 
@@ -23,7 +29,7 @@ from dv_assets.mirror.cli.output import (
     report_failure,
 )
 from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.errors import MirrorInputError
+from dv_assets.mirror.errors import MirrorInputError, worst_exit_code
 from dv_assets.mirror.iceberg.mirror_table import DELTA_TABLE_PROPERTY, MirrorTable
 from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.identity import check_mirrors
@@ -54,7 +60,6 @@ def add_parser(commands: argparse._SubParsersAction, epilog: str | None) -> None
 def run(args: argparse.Namespace) -> int:
     # pyiceberg warns on stderr (e.g. about an older sqlite catalog schema); stderr is for the one error line.
     logging.getLogger("pyiceberg").setLevel(logging.ERROR)
-    debug = False
     try:
         if args.delta is not None and len(args.tables) != 1:
             raise MirrorInputError("--delta names the Delta table of one Iceberg table; name only one")
@@ -64,23 +69,35 @@ def run(args: argparse.Namespace) -> int:
         try:
             settings = settings_from(args, args.delta)
         except ValueError as err:
-            raise MirrorInputError(str(err)) from None
-        debug = settings.debug
+            raise MirrorInputError(str(err).splitlines()[0]) from None
         check_catalog_reachable(settings.catalog)
-        statuses = [table_status(settings.catalog, name, args.delta) for name in args.tables]
     except MirrorInputError as err:
         return report_failure(args, EXIT_BAD_INPUT, err.one_line())
-    except Exception as err:  # a catalog or storage failure: one line, the traceback only when debugging
-        if debug:
-            traceback.print_exc()
-        return report_failure(args, EXIT_INTERNAL_ERROR, internal_error_line(err, None))
+    statuses: list[MirrorStatus] = []
+    failures: list[tuple[str, int, str]] = []  # (table, exit code, its line)
+    for name in args.tables:
+        try:
+            statuses.append(table_status(settings.catalog, name, args.delta))
+        except MirrorInputError as err:
+            failures.append((name, EXIT_BAD_INPUT, err.one_line()))
+        except Exception as err:  # a catalog or storage failure: the table's line, the traceback if debugging
+            if settings.debug:
+                traceback.print_exc()
+            failures.append((name, EXIT_INTERNAL_ERROR, internal_error_line(err, None)))
+    for _, _, line in failures:
+        print(f"dvmirror: {line}", file=sys.stderr, flush=True)
+    exit_code = worst_exit_code([code for _, code, _ in failures])
     if args.json:
         # readable_versions: the Delta versions whose snapshots the mirror retains (time travel).
         tables = [{**asdict(s), "up_to_date": s.up_to_date} for s in statuses]
-        print(json.dumps({"ok": True, "tables": tables}, indent=2))
-    else:
+        report: dict[str, object] = {"ok": not failures, "tables": tables}
+        if failures:  # `error`: the first failure's line, as a one-table failure reports it
+            failed = [{"iceberg_table": t, "exit_code": c, "error": line} for t, c, line in failures]
+            report |= {"exit_code": exit_code, "error": failures[0][2], "failed": failed}
+        print(json.dumps(report, indent=2))
+    elif statuses:
         print("\n\n".join(status_text(s) for s in statuses))
-    return 0
+    return exit_code
 
 
 def table_status(catalog: CatalogConfig, table_name: str, delta_path: str | None) -> MirrorStatus:
@@ -88,8 +105,8 @@ def table_status(catalog: CatalogConfig, table_name: str, delta_path: str | None
     mirror = read_mirror_table(catalog, table_name)
     if mirror is None and delta_path is None:
         raise MirrorInputError(
-            f"the catalog has no Iceberg table {table_name} (name its Delta table with --delta to see what "
-            "a first sync would mirror)"
+            f"the catalog has no Iceberg table {table_name}: asked the {catalog.describe()} (name its Delta "
+            "table with --delta to see what a first sync would mirror)"
         )
     delta_root = mirrored_delta_root(mirror, table_name, delta_path)
     delta = DeltaTable(delta_root, enforce_protocol=False, io=FileIO(catalog.storage_properties()))

@@ -1,13 +1,20 @@
 """`dvmirror sync DELTA_TABLE --table NAMESPACE.NAME`: mirror every Delta version not yet mirrored, one
 Iceberg snapshot each; `--follow` keeps doing it (follow.py), `--tables FILE` does it for every table of a
 file in one process (fleet.py). A mirror already up to date, and every refusal of bad input, answer
-without a JVM."""
+without a JVM.
+
+After the sync, the table's retention is applied as the Dagster cleanup applies it (`RetentionKeeper`:
+here `DEFAULT_RETENTION`, the newest 10 snapshots kept and the others once a week old; a tables file's
+`retention:` for `--tables`): snapshots past it are expired and the mirror's own files only they used
+deleted, one line (`expiry` in --json). A mirror up to date with nothing past retention answers without a
+JVM; one with snapshots past retention starts Spark for the expiry."""
 
 from __future__ import annotations
 
 import argparse
 import traceback
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dv_assets.mirror.cli import fleet, follow
 from dv_assets.mirror.cli.arguments import (
@@ -29,12 +36,16 @@ from dv_assets.mirror.cli.output import (
     print_json,
     report_failure,
 )
+from dv_assets.mirror.cli.retention import expiry_json, expiry_text
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.results import SyncResult, VersionResult
 from dv_assets.mirror.settings import MirrorSettings
+
+if TYPE_CHECKING:  # the maintenance module is imported when Spark runs
+    from dv_assets.mirror.iceberg.maintenance import MaintenanceReport
 
 
 def add_parser(commands: argparse._SubParsersAction, epilog: str | None) -> None:
@@ -138,6 +149,7 @@ def _mirror(args: argparse.Namespace, settings: MirrorSettings) -> int:
     """The versions not yet mirrored, through Spark: one progress line each (text), the report at the end."""
     mirrored: list[int] = []  # versions committed by this run, for a failure report
     spark_log: str | None = None
+    expiry: MaintenanceReport | None = None  # the retention applied after the sync (None: nothing due)
     try:
         # Imported here so that `--help` and argument errors answer without starting a JVM.
         from dv_assets.mirror.spark import get_or_create_spark
@@ -163,6 +175,12 @@ def _mirror(args: argparse.Namespace, settings: MirrorSettings) -> int:
             executors=settings.executors,
             on_version=progress,
         )
+        from dv_assets.mirror.iceberg.java import IcebergJava
+        from dv_assets.mirror.iceberg.maintenance import DEFAULT_RETENTION, RetentionKeeper
+
+        expiry = RetentionKeeper().after_pass(IcebergJava(spark), args.table)
+        if expiry is not None and not args.json:
+            print(expiry_text(args.table, expiry, DEFAULT_RETENTION), flush=True)
     except MirrorInputError as err:
         return _fail(args, EXIT_BAD_INPUT, err.one_line(), mirrored, spark_log)
     except MirrorConflictError as err:
@@ -174,7 +192,7 @@ def _mirror(args: argparse.Namespace, settings: MirrorSettings) -> int:
     if spark_log is not None:
         # Kept only when it may explain a failure (its path is then in the error line).
         Path(spark_log).unlink(missing_ok=True)
-    return _report(args, result)
+    return _report(args, result, expiry)
 
 
 def _up_to_date(args: argparse.Namespace, settings: MirrorSettings) -> SyncResult | None:
@@ -205,12 +223,16 @@ def _up_to_date(args: argparse.Namespace, settings: MirrorSettings) -> SyncResul
         return None
     if position is None or position.start <= target:
         return None
+    from dv_assets.mirror.iceberg.maintenance import DEFAULT_RETENTION, retention_due
+
+    if retention_due(position.snapshot_times_ms, DEFAULT_RETENTION):
+        return None  # nothing to mirror, but snapshots to expire: through Spark (Iceberg Java)
     return SyncResult(delta.table_root, args.table, position.format_version, position.last_mirrored, latest)
 
 
-def _report(args: argparse.Namespace, result: SyncResult) -> int:
+def _report(args: argparse.Namespace, result: SyncResult, expiry: MaintenanceReport | None = None) -> int:
     if args.json:
-        print_json({"ok": True, **result.to_json()})
+        print_json({"ok": True, **result.to_json(), "expiry": expiry_json(expiry)})
         return EXIT_OK
     if result.start_note is not None:  # the versions before the first mirrored one: why not mirrored
         print(result.start_note)

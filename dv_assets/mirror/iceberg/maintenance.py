@@ -28,7 +28,7 @@ decides what goes, so the dry run lists what the real run then deletes.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -67,6 +67,13 @@ class Retention(BaseModel):
     )
 
 
+# A table's retention when none is given: the tables file's and the component's `retention:` defaults,
+# `dvmirror expire` without --retain-last/--older-than, and what `dvmirror sync` applies in CLI mode. The
+# newest 10 snapshots are always kept, and a snapshot beyond them goes once it is a week old (Iceberg's own
+# default keeps days: what a reader may time-travel to should not go after a day of busy commits).
+DEFAULT_RETENTION = Retention(retain_last=10, max_snapshot_age_hours=168.0)
+
+
 @dataclass
 class MaintenanceReport:
     iceberg_table: str
@@ -82,6 +89,8 @@ class MaintenanceReport:
     dry_run: bool = False
     # "pyiceberg": a dry run answered without a JVM; "iceberg-java": through Spark.
     read_with: str = "iceberg-java"
+    # The Delta versions of the expired snapshots, when the caller read them (`RetentionKeeper`).
+    expired_delta_versions: list[int] = field(default_factory=list)
 
     @property
     def deleted_files(self) -> list[str]:
@@ -322,3 +331,59 @@ def plan_without_jvm(
         report.deleted_metadata_json = list(dropped)
         report.bytes_reclaimed += sum(dropped.values())
     return report
+
+
+def retention_due(snapshot_times_ms: Sequence[int], retention: Retention, now_ms: int | None = None) -> bool:
+    """Whether a snapshot is past `retention` (one beyond the newest `retain_last` and older than its
+    cutoff): when a sync in CLI mode expires. Counted on the snapshots' times alone, so Iceberg's own
+    rules (refs, their minimums) may still keep it: then the expiry finds nothing, as the cleanup would."""
+    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+    beyond = sorted(snapshot_times_ms, reverse=True)[retention.retain_last :]
+    cutoff = _cutoff_ms(retention, now_ms)
+    return any(t < cutoff for t in beyond)
+
+
+# How often a sync in CLI mode (`dvmirror sync --follow`, `sync --tables --follow`) looks whether a
+# table's snapshots are past its retention: one read of the table's snapshots, after a pass.
+RETENTION_CHECK_SECONDS = 600.0
+
+
+class RetentionKeeper:
+    """A table's retention applied after its sync passes in CLI mode, as the Dagster cleanup applies it
+    (`expire_and_reclaim`: the same expiry, the mirror's own files only): after the first pass of each
+    table, then at most once per `every_seconds`, an expiry when a snapshot is past the table's retention
+    (`retention_of`, else `DEFAULT_RETENTION`). Orphans alone (a crashed run's files) are left to the
+    cleanup and `dvmirror expire`. Thread-safe across tables (one fleet pass per table at a time)."""
+
+    def __init__(
+        self,
+        retention_of: Mapping[str, Retention] | None = None,
+        *,
+        every_seconds: float = RETENTION_CHECK_SECONDS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.retention_of = dict(retention_of or {})
+        self.every_seconds = every_seconds
+        self.clock = clock
+        self._last: dict[str, float] = {}
+
+    def retention(self, table_name: str) -> Retention:
+        return self.retention_of.get(table_name, DEFAULT_RETENTION)
+
+    def after_pass(self, iceberg: IcebergJava, table_name: str) -> MaintenanceReport | None:
+        """The expiry's report when one was due and made; None when not looked at or nothing was due."""
+        now = self.clock()
+        last = self._last.get(table_name)
+        if last is not None and now - last < self.every_seconds:
+            return None
+        self._last[table_name] = now
+        table = iceberg.load(table_name)
+        retention = self.retention(table_name)
+        if table is None or not retention_due([s.timestamp_ms for s in table.snapshots], retention):
+            return None
+        report = expire_and_reclaim(iceberg, table_name, retention)
+        versions = {s.snapshot_id: s.delta_version for s in table.snapshots}
+        report.expired_delta_versions = sorted(
+            v for sid in report.expired_snapshot_ids if (v := versions.get(sid)) is not None
+        )
+        return report
