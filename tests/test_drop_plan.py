@@ -208,3 +208,22 @@ def test_catalogs_whose_drop_may_delete_files_are_refused(kind: str, reason: str
         check_catalog_drops_no_file(kind, TABLE)
     for kind in ("jdbc", "rest", "hive", "glue", "nessie"):
         check_catalog_drops_no_file(kind, TABLE)
+
+
+def test_hadoops_checksum_files_go_just_before_their_file(fake_mirror) -> None:
+    catalog, folder, _ = fake_mirror
+    plan = plan_of(catalog)
+    manifest, current = local(plan.of_kind(MANIFESTS)[0]), local(plan.metadata_location)
+    for written in (manifest, current):
+        (written.parent / f".{written.name}.crc").write_bytes(b"crc")
+    stray = folder / "metadata" / ".gone.avro.crc"  # beside no file that goes: not the drop's to delete
+    stray.write_bytes(b"crc")
+    plan = plan_of(catalog)
+    going = [local(f.location) for f in plan.files]
+    for written in (manifest, current):
+        checksum = written.parent / f".{written.name}.crc"
+        assert going.index(checksum) == going.index(written) - 1
+    assert [f.last for f in plan.files[-2:]] == [True, True] and not any(f.last for f in plan.files[:-2])
+    assert stray in {local(f) for f in plan.left_in_place or []}
+    drop(catalog, plan)
+    assert stray.exists() and not any(p.name.endswith(".crc") and p != stray for p in files_under(folder))

@@ -11,6 +11,8 @@ folders (`plan_drop`; a folder is never deleted blindly):
   `adds.parquet`) of the folders named `dvmirror-checkpoint-*` in it;
 * the Iceberg metadata of the table: every snapshot's manifests and manifest list, the metadata files of
   its metadata log, and its current metadata file, each under `<location>/metadata/`.
+* on a local file system, the checksum file `.NAME.crc` Hadoop's file system wrote beside any of those
+  (Iceberg Java writes through it), by that name only.
 
 A table is refused (MirrorInputError, nothing deleted) unless it is certainly dv-mirror's: it carries the
 `dvmirror.delta-table` property the mirror sets when it creates a table, every snapshot it holds carries
@@ -49,15 +51,26 @@ from dv_assets.mirror.iceberg.mirror_table import DELTA_TABLE_PROPERTY, delta_ve
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.locations import comparable
 
-# The kinds of file a drop deletes, in the order it deletes them (the current metadata file, the last of
-# `metadata_files`, after the catalog entry).
+# The kinds of file a drop deletes, in the order it deletes them (a checksum file just before its file;
+# the current metadata file, the last of `metadata_files`, after the catalog entry).
 DELETE_FILES = "delete_files"
 ORPHAN_DELETE_FILES = "orphan_delete_files"
 CHECKPOINT_INDEX_FILES = "checkpoint_index_files"
 MANIFESTS = "manifests"
 MANIFEST_LISTS = "manifest_lists"
 METADATA_FILES = "metadata_files"
-KINDS = (DELETE_FILES, ORPHAN_DELETE_FILES, CHECKPOINT_INDEX_FILES, MANIFESTS, MANIFEST_LISTS, METADATA_FILES)
+# Hadoop's local file system (Iceberg Java's FileIO on local paths) writes a checksum `.NAME.crc` beside
+# each file NAME it writes: deleted just before its file, so a rerun still finds it through its file.
+CHECKSUM_FILES = "checksum_files"
+KINDS = (
+    DELETE_FILES,
+    ORPHAN_DELETE_FILES,
+    CHECKPOINT_INDEX_FILES,
+    MANIFESTS,
+    MANIFEST_LISTS,
+    METADATA_FILES,
+    CHECKSUM_FILES,
+)
 
 # Catalogs whose `dropTable(identifier, purge=false)` removes the entry and deletes no file (Iceberg's
 # JdbcCatalog, RESTCatalog (the server is asked not to purge), HiveCatalog, GlueCatalog, NessieCatalog).
@@ -66,7 +79,6 @@ CATALOGS_DROPPING_NO_FILE = frozenset({"jdbc", "rest", "hive", "glue", "nessie"}
 
 _DATA_CONTENT = 0  # a manifest entry's data_file.content: 0 data, 1 position deletes (and DVs), 2 equality
 _DELETED_ENTRY = 2  # a manifest entry's status: 2 deleted (not in the snapshot)
-_DELETE_MANIFEST = 1  # a manifest list entry's content: 0 data, 1 deletes
 
 
 @dataclass(frozen=True)
@@ -74,6 +86,7 @@ class DropFile:
     location: str
     kind: str  # one of KINDS
     size: int
+    last: bool = False  # the current metadata file (and its checksum): deleted after the catalog entry
 
 
 @dataclass
@@ -189,12 +202,12 @@ def plan_drop(
     missing: list[str] = []
     present_lists = _existing(io, manifest_lists, missing)
 
-    manifests: dict[str, bool] = {}  # path -> holds deletes
+    manifests: dict[str, None] = {}  # each once, in the order the manifest lists name them
     for manifest_list in present_lists:
-        for path, holds_deletes in _manifests_of(avro_io, manifest_list):
+        for path in _manifests_of(avro_io, manifest_list):
             if not layout.is_metadata(path):
                 raise outside("manifest", path)
-            manifests.setdefault(path, holds_deletes)
+            manifests[path] = None
     present_manifests = _existing(io, list(manifests), missing)
 
     in_folder = comparable(layout.table_location) + "/"
@@ -242,6 +255,7 @@ def plan_drop(
     for file in planned:  # the last guard: each file the mirror's by where and what it is, never a data file
         if comparable(file.location) in data_in_folder or not _is_the_mirrors(layout, file):
             raise _refuse(table_name, f"{file.location} is not certainly a file dv-mirror wrote")
+    planned = _with_checksums(io, planned, current, data_in_folder)
     versions = sorted({v for s in snapshots if (v := delta_version_of(s.get("summary"))) is not None})
     plan = DropPlan(
         table=table_name,
@@ -271,6 +285,33 @@ def _is_the_mirrors(layout: MirrorLayout, file: DropFile) -> bool:
     return layout.is_metadata(file.location) and not layout.is_owned(file.location)
 
 
+def checksum_of(location: str) -> str:
+    """The checksum file Hadoop's local file system writes beside `location`: `.NAME.crc`."""
+    folder, _, name = location.rpartition("/")
+    return f"{folder}/.{name}.crc"
+
+
+def _with_checksums(
+    io: FileIO, planned: list[DropFile], current: str, data_in_folder: set[str]
+) -> list[DropFile]:
+    """`planned` with, just before each file on a local file system, its Hadoop checksum file when there
+    is one (only that name, derived from a file that goes; never a data file's)."""
+    local = [f for f in planned if isinstance(io.resolve(f.location)[0], pafs.LocalFileSystem)]
+    found = {
+        info.location: info
+        for info in io.stat_many([checksum_of(f.location) for f in local])
+        if info.exists and info.is_file and comparable(info.location) not in data_in_folder
+    }
+    out = []
+    for file in planned:
+        last = comparable(file.location) == comparable(current)
+        checksum = found.get(checksum_of(file.location))
+        if checksum is not None:
+            out.append(DropFile(checksum.location, CHECKSUM_FILES, checksum.size or 0, last))
+        out.append(DropFile(file.location, file.kind, file.size, last))
+    return out
+
+
 def _existing(io: FileIO, locations: list[str], missing: list[str]) -> list[str]:
     """The locations that are files; the others go to `missing`."""
     found = []
@@ -282,14 +323,12 @@ def _existing(io: FileIO, locations: list[str], missing: list[str]) -> list[str]
     return found
 
 
-def _manifests_of(avro_io: Any, manifest_list: str) -> list[tuple[str, bool]]:
-    """Each manifest a manifest list names, and whether it holds delete files."""
+def _manifests_of(avro_io: Any, manifest_list: str) -> list[str]:
+    """Each manifest a manifest list names, data and delete manifests alike (every one is read: a data
+    file's path is checked against the files to delete)."""
     from pyiceberg.manifest import read_manifest_list
 
-    return [
-        (m.manifest_path, int(m.content) == _DELETE_MANIFEST)
-        for m in read_manifest_list(avro_io.new_input(manifest_list))
-    ]
+    return [str(m.manifest_path) for m in read_manifest_list(avro_io.new_input(manifest_list))]
 
 
 def _content_files_of(avro_io: Any, manifest: str) -> Iterable[tuple[str, bool, bool]]:
@@ -353,13 +392,11 @@ def execute_drop(
     still points at the metadata file the plan was read from (else MirrorConflictError: another writer
     committed, and a rerun plans again)."""
     outcome = DropOutcome()
-    last = comparable(plan.metadata_location)
     for file in plan.files:
-        if comparable(file.location) == last:
-            continue
-        _delete(io, file, outcome)
+        if not file.last:
+            _delete(io, file, outcome)
     now = current_metadata()
-    if now is not None and comparable(now) != last:
+    if now is not None and comparable(now) != comparable(plan.metadata_location):
         raise MirrorConflictError(
             f"the table changed during the drop (the catalog now points at {now}, not "
             f"{plan.metadata_location}): another writer committed; its catalog entry is kept: stop every "
@@ -368,7 +405,7 @@ def execute_drop(
         )
     outcome.unregistered = now is not None and unregister()
     for file in plan.files:
-        if comparable(file.location) == last:
+        if file.last:
             _delete(io, file, outcome)
     _remove_empty_folders(io, plan)
     return outcome
