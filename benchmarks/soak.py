@@ -62,6 +62,12 @@ def tree_pids(root: int) -> list[int]:
     return found
 
 
+def rss_of(pid: int) -> int:
+    with contextlib.suppress(OSError):
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    return 0
+
+
 def open_files(root: int) -> int:
     total = 0
     for pid in tree_pids(root):
@@ -125,7 +131,8 @@ def soak(folder: Path, n: int, minutes: float) -> dict:
             text=True,
         )
     output = FollowerOutput(out_path)
-    samples: list[tuple[float, int, int]] = []  # (seconds since the first commit, RSS bytes, open files)
+    # (seconds since the first commit, the tree's RSS, open files, the follower's own RSS: Python)
+    samples: list[tuple[float, int, int, int]] = []
     written: dict[tuple[str, int], float] = {}
     try:
         deadline = time.monotonic() + 300
@@ -141,7 +148,8 @@ def soak(folder: Path, n: int, minutes: float) -> dict:
 
         def sample() -> None:
             while not stop.wait(SAMPLE_EVERY):
-                samples.append((time.monotonic() - began, tree_rss(process.pid), open_files(process.pid)))
+                tree = tree_rss(process.pid)
+                samples.append((time.monotonic() - began, tree, open_files(process.pid), rss_of(process.pid)))
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
@@ -175,7 +183,7 @@ def soak(folder: Path, n: int, minutes: float) -> dict:
     return {"latencies": latencies, "samples": samples, "commits": len(written), "code": process.returncode}
 
 
-def _at(samples: list[tuple[float, int, int]], seconds: float) -> tuple[float, int, int]:
+def _at(samples: list[tuple[float, int, int, int]], seconds: float) -> tuple[float, int, int, int]:
     """The first sample at or after `seconds` (the last one when none is)."""
     return next((s for s in samples if s[0] >= seconds), samples[-1])
 
@@ -197,7 +205,10 @@ def soak_figures(tmp: Path, n: int = 20, minutes: float = 30.0) -> list[Figure |
     )
     for minute in range(0, int(minutes) + 1, int(REPORT_EVERY // 60)):
         at = _at(samples, minute * 60)
-        print(f"    minute {at[0] / 60:5.1f}: process tree RSS {at[1] / 2**20:7.0f} MiB, open files {at[2]}")
+        print(
+            f"    minute {at[0] / 60:5.1f}: process tree RSS {at[1] / 2**20:7.0f} MiB (Python "
+            f"{at[3] / 2**20:.0f}, the JVM {(at[1] - at[3]) / 2**20:.0f}), open files {at[2]}"
+        )
     first, last = _at(samples, REPORT_EVERY), samples[-1]
     return [
         Figure("soak: commit -> snapshot p50", p50, "s", TARGET_P50, True),

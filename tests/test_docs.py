@@ -86,7 +86,7 @@ def cli_flags() -> dict[str, set[str]]:
 
 def test_every_cli_flag_is_in_the_cli_page() -> None:
     flags = cli_flags()
-    assert set(flags) == {"dvmirror", "sync", "status", "verify", "expire"}
+    assert set(flags) == {"dvmirror", "sync", "status", "verify", "expire", "drop"}
     assert {"--follow", "--interval", "--retain-last", "--dry-run", "--full", "--delta"} <= set().union(
         *flags.values()
     )

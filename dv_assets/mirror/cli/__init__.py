@@ -12,6 +12,8 @@
         (no JVM without --full; exit 1 when a check fails)
     dvmirror expire NAMESPACE.NAME [--retain-last N] [--older-than DURATION] [--tables FILE] [--dry-run]
         [catalog flags] [--json]     (default: the table's retention, else the newest 10 and 7 days)
+    dvmirror drop NAMESPACE.NAME [--dry-run] [catalog flags] [--json]
+        (removes only what dv-mirror wrote for the mirror, then its catalog entry; never a Delta file)
     dvmirror --version
 
 The catalog: Iceberg's own catalog properties, e.g. `--catalog-property type=rest --catalog-property
@@ -44,11 +46,11 @@ import argparse
 import sys
 from importlib.metadata import version
 
-from dv_assets.mirror.cli import expire, status, sync, verify
+from dv_assets.mirror.cli import drop, expire, status, sync, verify
 
 # Each subcommand's module has the same pair: `add_parser(commands, epilog)` registers it (and sets `run`
 # on its namespace), `run(args) -> int` is its exit code; text, --json and failures go through output.py.
-SUBCOMMANDS = (status, sync, expire, verify)
+SUBCOMMANDS = (status, sync, expire, verify, drop)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -192,6 +192,18 @@ class IcebergJava:
             str(metadata.metadataFileLocation()),
         )
 
+    def metadata(self, table_name: str) -> tuple[str, dict[str, Any]] | None:
+        """The table's current metadata file: its location and its JSON (Iceberg's table spec), read by
+        the catalog as it is now; None: no such table."""
+        table = self._java_table(table_name)
+        if table is None:
+            return None
+        metadata = table.operations().current()
+        return (
+            str(metadata.metadataFileLocation()),
+            json.loads(self._iceberg.TableMetadataParser.toJson(metadata)),
+        )
+
     def _schema(self, schema) -> Schema:
         return Schema.from_json(json.loads(self._iceberg.SchemaParser.toJson(schema)))
 

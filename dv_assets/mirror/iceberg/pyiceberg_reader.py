@@ -188,26 +188,13 @@ def table_state_and_files(
     references besides data files (`IcebergJava.snapshot_files`' values: manifest list, manifests, live
     delete files), read without a JVM; None: no such table. Every manifest is read once."""
     from pyiceberg.avro.file import AvroFile
-    from pyiceberg.io import load_file_io
     from pyiceberg.manifest import DATA_FILE_TYPE, MANIFEST_ENTRY_SCHEMAS, ManifestContent, read_manifest_list
     from pyiceberg.typedef import Record
 
-    if _reads_metadata_itself(catalog):
-        found = _metadata_of(catalog, table_name)
-        if found is None:
-            return None
-        location, metadata = found
-        properties = {**catalog.pyiceberg_properties(), **(metadata.get("properties") or {})}
-        io = load_file_io(properties, location)
-    else:
-        table = _load_table(catalog, table_name)
-        if table is None:
-            return None
-        location, metadata, io = (
-            table.metadata_location,
-            json.loads(table.metadata.model_dump_json()),
-            table.io,
-        )
+    found = table_metadata(catalog, table_name)
+    if found is None:
+        return None
+    location, metadata, io = found
     state = TableHistory.of(metadata, location)
     entry_schema = MANIFEST_ENTRY_SCHEMAS[3]
     status_at, file_at = (
@@ -232,6 +219,25 @@ def table_state_and_files(
             deletes |= deletes_of_manifest[manifest.manifest_path]
         files[int(snapshot["snapshot-id"])] = ReferencedFiles(frozenset(referenced), frozenset(deletes))
     return state, files
+
+
+def table_metadata(catalog: CatalogConfig, table_name: str) -> tuple[str, dict[str, Any], Any] | None:
+    """The table's current metadata file: its location, its JSON (Iceberg's table spec) and the pyiceberg
+    FileIO that reads the files it names (the table's own, e.g. vended credentials); None: no such table.
+    From the embedded sqlite catalog the JSON is read as it is (see `read_mirror_table`)."""
+    from pyiceberg.io import load_file_io
+
+    if _reads_metadata_itself(catalog):
+        found = _metadata_of(catalog, table_name)
+        if found is None:
+            return None
+        location, metadata = found
+        properties = {**catalog.pyiceberg_properties(), **(metadata.get("properties") or {})}
+        return location, metadata, load_file_io(properties, location)
+    table = _load_table(catalog, table_name)
+    if table is None:
+        return None
+    return table.metadata_location, json.loads(table.metadata.model_dump_json()), table.io
 
 
 def mirror_table_of(table_name: str, table: Any) -> MirrorTable:
