@@ -26,6 +26,7 @@ _EXPORTS = {
     "ICEBERG_CATALOG_NAME": "dv_assets.mirror.settings",
     "get_or_create_spark": "dv_assets.mirror.spark",
     "FileIO": "dv_assets.mirror.io",
+    "masked": "dv_assets.mirror.secrets",  # every text shown: secrets as ***
     # the sync
     "sync_table": "dv_assets.mirror.sync",
     "SyncResult": "dv_assets.mirror.results",
