@@ -210,6 +210,61 @@ def test_evolution_without_column_mapping_keeps_ids_by_name_path() -> None:
     assert fresh["fields"][0]["id"] == 16
 
 
+def _required_by_name(schema: IcebergSchema) -> dict[str, bool]:
+    return {f.name: f.required for f in schema.fields}
+
+
+def test_a_column_once_optional_never_becomes_required_again() -> None:
+    """CREATE OR REPLACE made `x` nullable, RESTORE made it NOT NULL again: the mirror keeps it optional
+    (same id), and list elements and map values the same; a NOT NULL that always held stays required."""
+    not_null = struct(
+        field("id", "long", nullable=False),
+        field("x", "string", nullable=False),
+        field("tags", {"type": "array", "elementType": "string", "containsNull": False}, nullable=False),
+        field(
+            "attrs",
+            {"type": "map", "keyType": "string", "valueType": "integer", "valueContainsNull": False},
+            nullable=False,
+        ),
+        field("point", struct(field("y", "double", nullable=False)), nullable=False),
+    )
+    nullable = struct(
+        field("id", "long", nullable=False),
+        field("x", "string"),
+        field("tags", {"type": "array", "elementType": "string", "containsNull": True}, nullable=False),
+        field(
+            "attrs",
+            {"type": "map", "keyType": "string", "valueType": "integer", "valueContainsNull": True},
+            nullable=False,
+        ),
+        field("point", struct(field("y", "double")), nullable=False),
+    )
+    first = to_iceberg_schema(StructType.from_json(not_null))
+    assert _required_by_name(first) == {"id": True, "x": True, "tags": True, "attrs": True, "point": True}
+    second = evolve(first, StructType.from_json(nullable), "none")
+    restored = evolve(second, StructType.from_json(not_null), "none", history=(first,))
+    assert restored.fields == second.fields  # nothing to commit: the current schema stays the relaxed one
+    assert [f.id for f in restored.fields] == [f.id for f in first.fields]
+    assert _required_by_name(restored) == {"id": True, "x": False, "tags": True, "attrs": True, "point": True}
+    by_name = {f.name: f.type for f in restored.fields}
+    assert by_name["tags"].element_required is False  # type: ignore[union-attr]
+    assert by_name["attrs"].value_required is False  # type: ignore[union-attr]
+    assert by_name["point"].fields[0].required is False  # type: ignore[union-attr]
+    # Optional in an older schema of the history only (not the current one): optional too.
+    again = evolve(first, StructType.from_json(not_null), "none", history=(second,))
+    assert _required_by_name(again)["x"] is False
+    as_pyiceberg(restored)
+    # With column mapping the ids are Delta's; the same holds by id.
+    mapped_not_null = struct(
+        mapped("id", "long", 1, nullable=False), mapped("x", "string", 2, nullable=False)
+    )
+    mapped_nullable = struct(mapped("id", "long", 1, nullable=False), mapped("x", "string", 2))
+    m1 = to_iceberg_schema(StructType.from_json(mapped_not_null), "name")
+    m2 = evolve(m1, StructType.from_json(mapped_nullable), "name")
+    m3 = evolve(m2, StructType.from_json(mapped_not_null), "name", history=(m1,))
+    assert _required_by_name(m3) == {"id": True, "x": False}
+
+
 def test_a_name_back_with_a_type_iceberg_cannot_promote_to_is_refused_by_name() -> None:
     first = to_iceberg_schema(StructType.from_json(struct(field("letter", "string"), field("n", "integer"))))
     second = evolve(first, StructType.from_json(struct(field("n", "integer"))), "none")

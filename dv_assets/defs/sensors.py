@@ -80,6 +80,7 @@ from dv_assets.mirror import (
     MirrorStatus,
     drops_dv_files,
     last_mirrored_version,
+    masked,
     mirror_status,
     read_mirror_table,
 )
@@ -137,7 +138,7 @@ def _tables_sensor(
             except Exception as err:  # one table's failure is reported, never the others'
                 for key in keys:
                     cursor.pop(key, None)
-                message = f"{type(err).__name__}: {err}"
+                message = masked(f"{type(err).__name__}: {err}")
                 cursor.update(before, **{f"{source.name}:error": message[:500]})
                 context.log.warning(f"{source.name}: skipped: {message}")
                 failed.append(source.name)
@@ -385,7 +386,7 @@ def _listing(delta: DeltaTable, source: DeltaSource, catalog: CatalogConfig) -> 
     except Exception as err:
         # Informative only (a catalog outage, a foreign commit the mirror run will refuse by name): it
         # must not stop the run requests.
-        return DeltaListing(latest, oldest, None, f"{type(err).__name__}: {err}")
+        return DeltaListing(latest, oldest, None, masked(f"{type(err).__name__}: {err}"))
     return DeltaListing(latest, oldest, status)
 
 

@@ -35,6 +35,7 @@ _EXPORTS = {
     "line_of": "dv_assets.mirror.config_file",
     "read_documents": "dv_assets.mirror.config_file",
     "substitute": "dv_assets.mirror.config_file",
+    "masked": "dv_assets.mirror.secrets",  # every text shown: secrets as ***
     # the sync
     "sync_table": "dv_assets.mirror.sync",
     "SyncResult": "dv_assets.mirror.results",

@@ -66,6 +66,7 @@ from dv_assets.mirror.placement import (
     DEFAULT_EXECUTOR_POLICY,
     ExecutorPolicy,
 )
+from dv_assets.mirror.secrets import masked, remember_secrets
 
 CATALOG_URI_ENV = "DVMIRROR_CATALOG_URI"
 WAREHOUSE_ENV = "DVMIRROR_WAREHOUSE"
@@ -109,8 +110,6 @@ _JAVA_IMPLS = {
 _PYICEBERG_TYPES = {"jdbc": "sql", "rest": "rest", "hive": "hive", "glue": "glue"}
 # Properties that only Iceberg Java understands (pyiceberg would misread or ignore them).
 _JAVA_ONLY = ("catalog-impl", "io-impl", "cache-enabled", "cache.expiration-interval-ms")
-# Keys whose values are never shown in messages.
-_SECRET = re.compile(r"(secret|password|token|credential|key-id|\.key$)", re.IGNORECASE)
 
 
 def _is_uri(location: str) -> bool:
@@ -150,6 +149,7 @@ class CatalogConfig:
         if props.get("warehouse"):
             props["warehouse"] = normalize_warehouse(props["warehouse"])
         object.__setattr__(self, "properties", dict(sorted(props.items())))
+        remember_secrets(self.properties)  # masked wherever this process prints them
 
     def __hash__(self) -> int:
         # A value (frozen, properties normalized): settings holding it are hashable too.
@@ -217,11 +217,10 @@ class CatalogConfig:
         return None if _is_uri(warehouse) else Path(warehouse)
 
     def describe(self) -> str:
-        """For messages: the catalog's kind and properties, secrets masked."""
-        shown = ", ".join(
-            f"{k}={'***' if _SECRET.search(k) else v}" for k, v in self.properties.items() if k != "type"
-        )
-        return f"{self.kind} catalog ({shown})"
+        """For messages: the catalog's kind and properties, secrets masked (`secrets.masked`: the values
+        of secret properties, and the passwords and secret parameters inside URIs)."""
+        shown = ", ".join(f"{k}={v}" for k, v in self.properties.items() if k != "type")
+        return masked(f"{self.kind} catalog ({shown})")
 
     # -- for each engine ------------------------------------------------------------------------------
     def iceberg_java_properties(self) -> dict[str, str]:

@@ -35,6 +35,7 @@ from pyspark.sql import SparkSession
 from dv_assets.mirror.errors import SparkSetupError
 from dv_assets.mirror.io import azure_connection_string, azure_endpoints
 from dv_assets.mirror.java_runtime import check_java
+from dv_assets.mirror.secrets import masked
 from dv_assets.mirror.settings import HELPER_JAR, ICEBERG_CATALOG_NAME, JARS_ENV, MirrorSettings
 
 _HERE = Path(__file__).resolve().parent
@@ -380,8 +381,10 @@ def get_or_create_spark(settings: MirrorSettings, overrides: Mapping[str, Any] |
     wanted = catalog.iceberg_java_properties()
     if any(configured.get(k) != v for k, v in wanted.items()):
         raise RuntimeError(
-            f"the running Spark session's `{ICEBERG_CATALOG_NAME}` catalog is "
-            f"{configured.get('uri') or configured}, not the {catalog.describe()}: one process holds one "
-            "catalog"
+            masked(
+                f"the running Spark session's `{ICEBERG_CATALOG_NAME}` catalog is "
+                f"{configured.get('uri') or configured}, not the {catalog.describe()}: one process holds "
+                "one catalog"
+            )
         )
     return active

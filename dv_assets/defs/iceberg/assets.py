@@ -59,6 +59,7 @@ from dv_assets.mirror import (
     VersionResult,
     expired_versions,
     first_readable_version,
+    masked,
     mirror_status,
     read_mirror_table,
     readable_versions,
@@ -128,14 +129,14 @@ def standard_metadata(mirror: MirrorTable, source: DeltaSource, snapshot_ids: li
 
 
 def refusal_metadata(err: MirrorInputError) -> dict[str, dg.MetadataValue]:
-    """Where and why the mirror refused to go on: the parts of `err` it knows."""
-    metadata: dict[str, dg.MetadataValue] = {"refusal_reason": dg.MetadataValue.text(err.reason)}
+    """Where and why the mirror refused to go on: the parts of `err` it knows (secrets masked)."""
+    metadata: dict[str, dg.MetadataValue] = {"refusal_reason": dg.MetadataValue.text(masked(err.reason))}
     if err.table is not None:
-        metadata["refused_delta_table"] = dg.MetadataValue.path(err.table)
+        metadata["refused_delta_table"] = dg.MetadataValue.path(masked(err.table))
     if err.version is not None:
         metadata["refused_delta_version"] = dg.MetadataValue.int(err.version)
     if err.file is not None:
-        metadata["refused_file"] = dg.MetadataValue.path(err.file)
+        metadata["refused_file"] = dg.MetadataValue.path(masked(err.file))
     return metadata
 
 
@@ -392,11 +393,17 @@ class MirrorRun:
 def _run_failure(err: Exception) -> dg.Failure | None:
     """How a failed sync ends the run: a conflict may be retried (another run wrote the table meanwhile;
     runs of one table share the pool `source.pool`); a refusal is the same on every retry, its table,
-    version, file and reason as metadata the run page shows; None: anything else, raised as it is."""
+    version, file and reason as metadata the run page shows; None: anything else, raised as it is, unless
+    its message holds a secret (a catalog's URI quoted by a driver): then a Failure with it masked."""
     if isinstance(err, MirrorConflictError):
-        return dg.Failure(description=err.one_line(), allow_retries=True)
+        return dg.Failure(description=masked(err.one_line()), allow_retries=True)
     if isinstance(err, MirrorInputError):
-        return dg.Failure(description=err.one_line(), metadata=refusal_metadata(err), allow_retries=False)
+        return dg.Failure(
+            description=masked(err.one_line()), metadata=refusal_metadata(err), allow_retries=False
+        )
+    message = f"{type(err).__name__}: {err}"
+    if masked(message) != message:
+        return dg.Failure(description=masked(message), allow_retries=True)
     return None
 
 

@@ -47,6 +47,7 @@ import sys
 from importlib.metadata import version
 
 from dv_assets.mirror.cli import drop, expire, status, sync, verify
+from dv_assets.mirror.secrets import MaskedStream
 
 # Each subcommand's module has the same pair: `add_parser(commands, epilog)` registers it (and sets `run`
 # on its namespace), `run(args) -> int` is its exit code; text, --json and failures go through output.py.
@@ -68,6 +69,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # Whatever the command prints goes through `secrets.masked` (output.py: Spark's log too).
+    sys.stdout, sys.stderr = MaskedStream(sys.stdout), MaskedStream(sys.stderr)  # type: ignore[assignment]
     args = build_parser().parse_args(argv)
     return args.run(args)
 

@@ -15,6 +15,7 @@ import tempfile
 from typing import Any
 
 from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_CONFLICT, EXIT_INTERNAL_ERROR
+from dv_assets.mirror.secrets import MaskedStream, mask_file
 
 EXIT_OK = 0
 EXIT_CHECK_FAILED = 1
@@ -45,12 +46,13 @@ def internal_error_line(err: Exception, spark_log: str | None) -> str:
 
 
 def kept_log(spark_log: str | None) -> str | None:
-    """Spark's log when it holds something; an empty one (nothing started, or it said nothing) is
-    removed and never named as the place to look."""
+    """Spark's log when it holds something (its secrets masked: `secrets.mask_file`); an empty one
+    (nothing started, or it said nothing) is removed and never named as the place to look."""
     if spark_log is None:
         return None
     try:
         if os.path.getsize(spark_log) > 0:
+            mask_file(spark_log)
             return spark_log
     except OSError:
         return None
@@ -70,5 +72,5 @@ def child_stderr_to_log() -> str:
     original = os.dup(2)
     os.dup2(log.fileno(), 2)
     log.close()
-    sys.stderr = os.fdopen(original, "w", buffering=1)
+    sys.stderr = MaskedStream(os.fdopen(original, "w", buffering=1))  # type: ignore[assignment]
     return log.name

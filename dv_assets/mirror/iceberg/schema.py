@@ -17,6 +17,8 @@ Field ids, the contract with the Parquet files:
 Evolution keeps every existing id (matched by Delta id, or by name path without column mapping) and
 gives new columns ids above the previous highest. An upgrade of an existing table to column mapping
 matches by name path and is refused unless every Delta id equals the Iceberg id the column already has.
+A column never goes from optional back to required (Delta's NOT NULL is kept only where it held in
+every schema the mirror had).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Context, Decimal, InvalidOperation
 from typing import Any, NamedTuple
 
@@ -96,7 +98,9 @@ def evolve(
     New columns get ids above the highest id the table ever had (Iceberg's `last-column-id`). An upgrade
     to column mapping keeps every id or is refused (see `_check_upgrade_keeps_ids`). A column whose type
     changed (Delta's type widening) keeps its id when the change is an Iceberg type promotion, and is
-    refused otherwise (`type_promotion.check_type_changes`), against every schema that had the id.
+    refused otherwise (`type_promotion.check_type_changes`), against every schema that had the id. A
+    field, list element or map value that was optional in any schema of `history` or `previous` stays
+    optional, whatever Delta's schema says now (`_optional_where_ever_optional`).
     """
     mode = checked_mode(column_mapping_mode)
     check_recorded_type_changes(delta_schema)
@@ -121,7 +125,71 @@ def evolve(
         evolved = _build(delta_schema, mode, known, highest, schema_id)
     for older in (*history, previous):
         check_type_changes(older, evolved)
-    return evolved
+    return _optional_where_ever_optional(evolved, (*history, previous))
+
+
+def optional_ids(iceberg_schema: Schema) -> set[int]:
+    """The ids of a schema's optional fields, list elements and map values, at any depth."""
+    return visit(iceberg_schema.as_struct(), _OptionalIds(), None)
+
+
+def _optional_where_ever_optional(evolved: Schema, older: Sequence[Schema]) -> Schema:
+    """`evolved` with every field, list element and map value optional that any of `older` had optional.
+
+    A column that held nulls under an earlier schema (Delta's CREATE OR REPLACE or overwriteSchema made it
+    nullable, RESTORE made it NOT NULL again) has files with nulls that older snapshots still read, and
+    Iceberg readers bind a filter to the *current* schema: Iceberg Java 1.12 (`BaseSparkScanBuilder`)
+    folds `x IS NULL` on a required column to false and answers an older snapshot wrongly. Iceberg's own
+    `UpdateSchema` refuses optional → required for this reason. So once optional, always optional in the
+    mirror; Delta's NOT NULL is kept where it always held (docs/delta-features.md)."""
+    ever_optional = set().union(*(optional_ids(s) for s in older))
+    if not ever_optional & (field_ids(evolved) - optional_ids(evolved)):
+        return evolved
+    struct = visit(evolved.as_struct(), _Relaxed(frozenset(ever_optional)), None)
+    assert isinstance(struct, iceberg.StructType)
+    return replace(evolved, fields=struct.fields)
+
+
+class _OptionalIds(SchemaVisitor[None, set[int]]):
+    def struct(self, struct: iceberg.StructType, ctx: None, fields: Sequence[Callable]) -> set[int]:
+        found = {f.id for f in struct.fields if not f.required}
+        return found.union(*(child(None) for child in fields))
+
+    def list(self, list_type: iceberg.ListType, ctx: None, element: Callable) -> set[int]:
+        return element(None) | (set() if list_type.element_required else {list_type.element_id})
+
+    def map(self, map_type: iceberg.MapType, ctx: None, key: Callable, value: Callable) -> set[int]:
+        own = set() if map_type.value_required else {map_type.value_id}
+        return key(None) | value(None) | own
+
+    def primitive(self, primitive: iceberg.PrimitiveType, ctx: None) -> set[int]:
+        return set()
+
+
+@dataclass(frozen=True)
+class _Relaxed(SchemaVisitor[None, IcebergType]):
+    """A type with the fields, list elements and map values of `ids` optional, the rest unchanged."""
+
+    ids: frozenset[int]
+
+    def struct(self, struct: iceberg.StructType, ctx: None, fields: Sequence[Callable]) -> IcebergType:
+        return iceberg.StructType(
+            tuple(
+                replace(f, required=f.required and f.id not in self.ids, type=child(None))
+                for f, child in zip(struct.fields, fields, strict=True)
+            )
+        )
+
+    def list(self, list_type: iceberg.ListType, ctx: None, element: Callable) -> IcebergType:
+        required = list_type.element_required and list_type.element_id not in self.ids
+        return replace(list_type, element_type=element(None), element_required=required)
+
+    def map(self, map_type: iceberg.MapType, ctx: None, key: Callable, value: Callable) -> IcebergType:
+        required = map_type.value_required and map_type.value_id not in self.ids
+        return replace(map_type, key_type=key(None), value_type=value(None), value_required=required)
+
+    def primitive(self, primitive: iceberg.PrimitiveType, ctx: None) -> IcebergType:
+        return primitive
 
 
 def _build(
