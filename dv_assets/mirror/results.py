@@ -4,6 +4,10 @@ the answers given without a JVM (`dvmirror sync` when up to date) have the same 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from dv_assets.mirror.vacuum import VacuumFollowed
 
 
 @dataclass
@@ -41,6 +45,8 @@ class SyncResult:
     # a mirror).
     first_readable_version: int | None = None
     start_note: str | None = None
+    # Delta's VACUUM followed by this run (`vacuum.py`): the snapshots it made unreadable, expired.
+    vacuum: VacuumFollowed | None = None
 
     @property
     def mirrored_versions(self) -> list[int]:

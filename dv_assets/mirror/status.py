@@ -3,7 +3,9 @@ mirror's current snapshot. Read from the Delta log and a `MirrorTable` value (py
 so it needs no JVM; the Dagster overview and sensors, and `dvmirror status`, all report this one value.
 
 `readable_versions` are the Delta versions a reader can still time-travel to in the mirror: those whose
-snapshot the table retains (the cleanup job and `dvmirror expire` expire the others).
+snapshot the table retains (the cleanup job and `dvmirror expire` expire the others) and whose every data
+file exists (a sync expires the snapshots a Delta VACUUM made unreadable; until it has, `vacuum_io` finds
+them: `unreadable_versions`).
 
 The lag in seconds is how long the oldest Delta commit the mirror lacks has been waiting: 0 when the
 mirror is up to date, and it grows until that commit is mirrored, whatever came after it.
@@ -12,11 +14,13 @@ mirror is up to date, and it grows until that commit is mirrored, whatever came 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.iceberg.mirror_table import FIRST_READABLE_VERSION_PROPERTY, MirrorTable
+from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.vacuum import vacuum_pending, vacuumed_versions
 
 
 @dataclass(frozen=True)
@@ -37,8 +41,13 @@ class MirrorStatus:
     # The first Delta version the mirror could start at (its versions before are no longer readable in
     # Delta); None: the mirror started at version 0, or records none.
     first_readable_version: int | None = None
-    # The Delta versions whose snapshots the mirror retains (readable by time travel), ascending.
+    # The Delta versions whose snapshots the mirror retains and whose every data file exists (readable by
+    # time travel), ascending.
     readable_versions: tuple[int, ...] = field(default=())
+    # Retained versions a Delta VACUUM made unreadable (a data file their snapshot names is gone) that the
+    # next sync expires (`vacuum.py`): version → one file gone. Looked at only when asked (`vacuum_io`)
+    # and a VACUUM is still to follow.
+    unreadable_versions: Mapping[int, str] = field(default_factory=dict)
 
     @property
     def up_to_date(self) -> bool:
@@ -59,9 +68,14 @@ def mirror_status(
     *,
     now_ms: int | None = None,
     latest_version: int | None = None,
+    vacuum_io: FileIO | None = None,
+    files_of: Callable[[int], Iterable[str]] | None = None,
 ) -> MirrorStatus:
     """The status of `mirror` (None: the catalog has no such table) against `delta`. `latest_version`
-    saves a log listing when the caller has just listed it."""
+    saves a log listing when the caller has just listed it. With `vacuum_io`, a Delta VACUUM the sync has
+    not followed yet is looked at (`vacuum.vacuumed_versions`, its files stat'ed through it; `files_of`
+    answers for versions older than the log's commits): the versions it made unreadable are not listed
+    readable."""
     latest = delta.latest_version() if latest_version is None else latest_version
     base = None if mirror is None else mirror.mirrored_base
     mirrored = None if base is None else base.delta_version
@@ -77,6 +91,16 @@ def mirror_status(
         now = time.time() * 1000 if now_ms is None else now_ms
         lag_seconds = None if missing_ms is None else max(0.0, (now - missing_ms) / 1000)
     totals = None if base is None else base.totals
+    unreadable: Mapping[int, str] = {}
+    if (
+        mirror is not None
+        and vacuum_io is not None
+        and vacuum_pending(delta, mirror, -1 if mirrored is None else mirrored, latest)
+    ):
+        found = vacuumed_versions(
+            delta, readable_versions(mirror), vacuum_io, latest=latest, files_of=files_of
+        )
+        unreadable = dict(found.unreadable)
     return MirrorStatus(
         delta_path=delta.table_root,
         iceberg_table=iceberg_table,
@@ -92,7 +116,10 @@ def mirror_status(
         live_data_files=None if totals is None else totals.data_files,
         live_delete_files=None if totals is None else totals.delete_files,
         first_readable_version=None if mirror is None else first_readable_version(mirror),
-        readable_versions=() if mirror is None else readable_versions(mirror),
+        readable_versions=()
+        if mirror is None
+        else tuple(v for v in readable_versions(mirror) if v not in unreadable),
+        unreadable_versions=unreadable,
     )
 
 

@@ -58,6 +58,7 @@ from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.placement import DEFAULT_EXECUTOR_POLICY, ExecutorPolicy, Placement
 from dv_assets.mirror.plan import DataFiles, MirrorState, VersionPlan, plan_version
 from dv_assets.mirror.results import SyncResult, VersionResult
+from dv_assets.mirror.vacuum import VACUUM_END, VacuumFollowed, follow_vacuum, vacuum_ahead, vacuum_to_follow
 
 DEFAULT_FORMAT_VERSION = 3
 # A v2 mirror writes one row per deleted position: a DV claiming more than this many is checked against
@@ -104,6 +105,7 @@ def sync_table(
     state, last_mirrored, start = _starting_point(iceberg, delta, table_name, table, format_version, target)
     result = SyncResult(delta_root, table_name, state.format_version, last_mirrored, latest)
     if start > target:
+        result.vacuum = _follow_vacuum(iceberg, delta, result, io, target, table)
         return result
     mirror = functools.partial(
         _mirror_versions,
@@ -134,7 +136,31 @@ def sync_table(
         # million): the next run's checkpoint indexed, built once per checkpoint.
         last = result.versions[-1].delta_version
         delta.index_checkpoint(indexes or _checkpoint_indexes(state.location, io), last)
+    result.vacuum = _follow_vacuum(iceberg, delta, result, io, target, table)
     return result
+
+
+def _follow_vacuum(
+    iceberg: IcebergJava,
+    delta: DeltaTable,
+    result: SyncResult,
+    io: FileIO,
+    target: int,
+    table: MirrorTable | None,
+) -> VacuumFollowed | None:
+    """Delta's VACUUM followed (`vacuum.py`) when there is one to follow: a `VACUUM END` this run mirrored,
+    one the mirror held (as read before the run) and had not followed, or one after the run's target (the
+    commitInfo of each commit after it). Otherwise nothing is read: no table load in a follow pass."""
+    ahead = None
+    if target < result.latest_delta_version:
+        ahead = vacuum_ahead(delta, target, result.latest_delta_version)
+    if (
+        ahead is None
+        and (table is None or vacuum_to_follow(table) is None)
+        and not any(v.operation == VACUUM_END for v in result.versions)
+    ):
+        return None
+    return follow_vacuum(iceberg, result.iceberg_table, delta.table_root, io, vacuum_version=ahead)
 
 
 def _checkpoint_indexes(table_location: str, io: FileIO) -> CheckpointIndexes:

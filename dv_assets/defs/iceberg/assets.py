@@ -31,6 +31,7 @@ import dagster as dg
 from dagster._core.definitions.metadata import TableMetadataSet  # the dagster/* table keys; not dg.* in 1.13
 
 from dv_assets.defs.delta.assets import partition_key, version_of
+from dv_assets.defs.maintenance import retire_expired_partitions
 from dv_assets.defs.partition_events import (
     RECORDED_AGAIN,
     add_missing_partitions,
@@ -101,6 +102,7 @@ def version_metadata(result: VersionResult, table: str) -> dict[str, Any]:
 
 ALREADY_MIRRORED = "already mirrored: nothing committed"
 EXPIRED = "already mirrored: its snapshot has expired (cleanup job), nothing committed"
+VACUUMED = "expired: Delta's VACUUM deleted data files its snapshot named (no reader can read it)"
 
 
 def existing_metadata(snapshot: Snapshot, table: str) -> dict[str, Any]:
@@ -179,6 +181,7 @@ class MirrorRun:
         expired = expired_versions(mirror, self.versions)
         began = time.monotonic()
         latest = None
+        vacuumed: list[int] = []
         if last is None or self.newest > last:
             try:
                 synced = self._sync(iceberg)
@@ -189,6 +192,9 @@ class MirrorRun:
                     raise
                 raise failure from None
             latest = synced.latest_delta_version
+            vacuumed = [] if synced.vacuum is None else synced.vacuum.expired_versions
+            # Versions this run mirrored whose snapshots the VACUUM it followed expired: recorded as such.
+            self.mirrored = [r for r in self.mirrored if r.delta_version not in vacuumed]
             if synced.start_note is not None:
                 self.context.log.info(f"{self.table}: {synced.start_note}")
                 first_readable = synced.first_readable_version
@@ -199,6 +205,7 @@ class MirrorRun:
                 f"version {first_readable}, the versions before it are no longer readable in Delta"
             )
         done = {r.delta_version for r in self.mirrored} | set(existing) | set(unreadable) | set(expired)
+        done |= set(vacuumed)
         absent = [v for v in self.versions if v not in done]
         if absent:
             yield from self._recorded_before_failure()
@@ -208,7 +215,16 @@ class MirrorRun:
                 allow_retries=False,
             )
         mirror, status = self._read_back()
+        existing = {v: snap for v, snap in existing.items() if v not in vacuumed}
         yield from self._expired_observations(expired, mirror)
+        if vacuumed:
+            yield from self._vacuumed_observations(vacuumed, mirror)
+            retired = retire_expired_partitions(self.context.instance, self.source, vacuumed)
+            if retired:
+                self.context.log.info(
+                    f"{self.table}: partitions {', '.join(retired)} retired (Delta's VACUUM deleted data "
+                    "files their snapshots named; the snapshots are expired)"
+                )
         yield from self._materializations(
             self._recorded(existing, mirror), self._run_figures(began), mirror, status
         )
@@ -387,6 +403,29 @@ class MirrorRun:
                 },
             )
             for v in expired
+        ]
+
+    def _vacuumed_observations(self, versions: list[int], mirror: MirrorTable) -> list[dg.AssetObservation]:
+        """One observation per version whose snapshot the sync expired after Delta's VACUUM deleted a data
+        file it named (`dv_assets.mirror.vacuum`), on its partition when Dagster holds it (materialized
+        or in this run); the partitions are then retired as the cleanup job retires expired ones."""
+        readable = version_ranges(readable_versions(mirror))
+        held = self.context.instance.get_materialized_partitions(self.context.asset_key)
+        return [
+            dg.AssetObservation(
+                asset_key=self.context.asset_key,
+                partition=partition_key(v),
+                description=f"Delta's VACUUM deleted data files the snapshot of Delta version {v} named: "
+                f"no reader can read it, its snapshot is expired (readable: {readable})",
+                metadata={
+                    "status": dg.MetadataValue.text(VACUUMED),
+                    "delta_version": dg.MetadataValue.text(str(v)),
+                    TIME_TRAVEL: dg.MetadataValue.text("expired"),
+                    READABLE_VERSIONS: dg.MetadataValue.text(readable),
+                },
+            )
+            for v in versions
+            if partition_key(v) in held or v in self.versions
         ]
 
 

@@ -16,6 +16,7 @@ from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.identity import mirror_position
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings, parse_property
+from dv_assets.mirror.vacuum import vacuum_pending
 
 
 def documented_subcommand(
@@ -110,6 +111,8 @@ def position_without_jvm(
     if table is None:
         return None
     last_mirrored, start = mirror_position(delta, table, format_version, latest, target)
+    if start > target and vacuum_pending(delta, table, target, latest):
+        return None  # up to date, but a Delta VACUUM to follow: Iceberg Java expires (sync.py)
     return Position(
         table.format_version, last_mirrored, start, tuple(s.timestamp_ms for s in table.snapshots)
     )

@@ -19,6 +19,7 @@ import json
 import logging
 import sys
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict
 
 from dv_assets.mirror.cli.arguments import add_catalog_arguments, check_catalog_reachable, settings_from
@@ -31,7 +32,7 @@ from dv_assets.mirror.cli.output import (
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorInputError, worst_exit_code
 from dv_assets.mirror.iceberg.mirror_table import DELTA_TABLE_PROPERTY, MirrorTable
-from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
+from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table, read_snapshot_files
 from dv_assets.mirror.identity import check_mirrors
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.locations import table_root_of
@@ -109,8 +110,26 @@ def table_status(catalog: CatalogConfig, table_name: str, delta_path: str | None
             "table with --delta to see what a first sync would mirror)"
         )
     delta_root = mirrored_delta_root(mirror, table_name, delta_path)
-    delta = DeltaTable(delta_root, enforce_protocol=False, io=FileIO(catalog.storage_properties()))
-    return mirror_status(delta, mirror, table_name)
+    io = FileIO(catalog.storage_properties())
+    delta = DeltaTable(delta_root, enforce_protocol=False, io=io)
+    return mirror_status(
+        delta, mirror, table_name, vacuum_io=io, files_of=_files_of(catalog, mirror, table_name)
+    )
+
+
+def _files_of(
+    catalog: CatalogConfig, mirror: MirrorTable | None, table_name: str
+) -> Callable[[int], list[str]]:
+    """The data files the snapshot of a Delta version names, read with pyiceberg: what a Delta VACUUM is
+    checked against for a version older than the commits the log holds (`vacuum.vacuumed_versions`)."""
+
+    def files_of(version: int) -> list[str]:
+        snapshot = None if mirror is None else mirror.snapshot_for_version(version)
+        if snapshot is None:
+            return []
+        return sorted(read_snapshot_files(catalog, table_name, snapshot.snapshot_id).data_files)
+
+    return files_of
 
 
 def mirrored_delta_root(mirror: MirrorTable | None, table_name: str, delta_path: str | None) -> str:
@@ -143,7 +162,7 @@ def status_text(status: MirrorStatus) -> str:
         ("mirrored version", _or_none(status.mirrored_version)),
         ("Delta latest version", str(status.delta_latest_version)),
         ("lag", f"{status.lag_versions} versions, {waited}" + (" (up to date)" if status.up_to_date else "")),
-        ("readable versions", _readable(status)),  # by time travel: their snapshots are retained
+        ("readable versions", _readable(status)),  # by time travel: retained, every data file there
         ("snapshot id", _or_none(status.snapshot_id)),
         ("metadata file", _or_none(status.metadata_location)),
         ("format version", _or_none(fmt)),
@@ -151,6 +170,15 @@ def status_text(status: MirrorStatus) -> str:
         ("live data files", _or_none(status.live_data_files)),
         (deletes, _or_none(status.live_delete_files)),
     ]
+    if status.unreadable_versions:
+        rows.insert(
+            5,
+            (
+                "unreadable versions",
+                f"{version_ranges(status.unreadable_versions)} (Delta's VACUUM deleted data files their "
+                "snapshots name; the next sync expires them)",
+            ),
+        )
     if status.first_readable_version is not None:
         first = status.first_readable_version
         before = "version 0 is" if first == 1 else f"versions 0..{first - 1} are"

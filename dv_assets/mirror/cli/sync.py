@@ -43,6 +43,8 @@ from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.results import SyncResult, VersionResult
 from dv_assets.mirror.settings import MirrorSettings
+from dv_assets.mirror.status import version_ranges
+from dv_assets.mirror.vacuum import VacuumFollowed
 
 if TYPE_CHECKING:  # the maintenance module is imported when Spark runs
     from dv_assets.mirror.iceberg.maintenance import MaintenanceReport
@@ -238,4 +240,21 @@ def _report(args: argparse.Namespace, result: SyncResult, expiry: MaintenanceRep
         print(result.start_note)
     if not result.versions:
         print(f"{args.table} is up to date with {args.delta_table} at version {result.latest_delta_version}")
+    if result.vacuum is not None:
+        print(vacuum_line(result.vacuum))
     return EXIT_OK
+
+
+def vacuum_line(followed: VacuumFollowed) -> str:
+    """What following a Delta VACUUM did, in one line."""
+    gone = f"{len(followed.gone)} of {followed.candidates} removed data files gone"
+    if not followed.expired_versions:
+        return (
+            f"followed Delta's VACUUM (version {followed.vacuum_version}): {gone}; every retained version "
+            "readable"
+        )
+    return (
+        f"followed Delta's VACUUM (version {followed.vacuum_version}): {gone}; expired the snapshots of "
+        f"Delta versions {version_ranges(followed.expired_versions)} (a data file they name is gone), "
+        f"{len(followed.deleted_files)} mirror files reclaimed"
+    )

@@ -5,9 +5,11 @@ mirrored Delta version is exact, for any mirror, outside Dagster: the Dagster as
 Always `metadata_row_count_matches` (Delta's live rows from its log vs. the snapshot summary's) and
 `one_dv_per_data_file` (the snapshot's delete files against Delta's DVs: at most one per data file, each
 on a live data file, the same cardinalities): no JVM when pyiceberg reads the catalog. With --full also
-`row_count_matches`, the full row-count scan of both tables through Spark. The version: --version N,
-default the newest mirrored one. The Delta table: the one the mirror records, or --delta (which the
-mirror must record).
+`row_count_matches`, the full row-count scan of both tables through Spark, and
+`retained_snapshots_readable`: every data file each retained snapshot names exists (a Delta VACUUM the
+mirror has not followed, or a file deleted by hand, fails it, naming the snapshot and the file). The
+version: --version N, default the newest mirrored one. The Delta table: the one the mirror records, or
+--delta (which the mirror must record).
 
 Exit codes: 0 every check passed, 1 a check failed, 2 bad input (no such table, not a dv-mirror mirror,
 a version never mirrored or expired, a bad catalog flag: one line on stderr), 3 internal error (the line
@@ -146,7 +148,52 @@ def verify_mirror(args: argparse.Namespace, settings: MirrorSettings, spark: _Sp
     if args.full:
         session = spark.session(delta_root)
         checks.append(check_row_count_scan(session, delta, delta_root, version, args.table, snapshot))
+        io = FileIO(settings.catalog.storage_properties())
+        checks.append(check_retained_snapshots_readable(mirror, files_of, io))
     return Verification(args.table, version, snapshot.snapshot_id, checks)
+
+
+RETAINED_READABLE = "retained_snapshots_readable"
+
+
+def check_retained_snapshots_readable(
+    mirror: MirrorTable, files_of: Callable[[int], SnapshotFiles], io: Any
+) -> CheckOutcome:
+    """Every data file each retained mirror snapshot names exists (`--full`: each snapshot's manifests
+    read, each distinct file stat'ed once): a Delta VACUUM the mirror has not followed, or a file deleted
+    by hand, makes a snapshot no reader can read."""
+    from dv_assets.mirror.exactness_checks import CheckOutcome
+    from dv_assets.mirror.locations import comparable
+
+    snapshots = mirror.mirror_snapshots()
+    named: dict[str, str] = {}  # comparable spelling → the location as the manifests name it
+    by_snapshot: dict[int, list[str]] = {}
+    for snapshot in snapshots:
+        files = sorted(files_of(snapshot.snapshot_id).data_files)
+        by_snapshot[snapshot.snapshot_id] = [comparable(f) for f in files]
+        for f in files:
+            named.setdefault(comparable(f), f)
+    keys = list(named)
+    sizes = io.file_sizes([named[k] for k in keys]) if keys else []
+    gone = {k for k, size in zip(keys, sizes, strict=True) if size is None}
+    problems = tuple(
+        f"snapshot {s.snapshot_id} (Delta version {s.delta_version}): {named[k]}"
+        for s in snapshots
+        for k in by_snapshot[s.snapshot_id]
+        if k in gone
+    )
+    unreadable = sorted({s.delta_version for s in snapshots if gone & set(by_snapshot[s.snapshot_id])})
+    details: dict[str, Any] = {"snapshots": len(snapshots), "data_files": len(keys), "missing": len(gone)}
+    if problems:
+        details["problems"] = {"data file missing": problems}
+        first = problems[0]
+        summary = (
+            f"{len(unreadable)} of {len(snapshots)} retained snapshots name a data file that does not exist "
+            f"(Delta versions {_ranges(unreadable)}); first: {first}"
+        )
+        return CheckOutcome(RETAINED_READABLE, False, summary, details)
+    summary = f"{len(snapshots)} retained snapshots: all {len(keys)} data files they name exist"
+    return CheckOutcome(RETAINED_READABLE, True, summary, details)
 
 
 def _reader(

@@ -296,6 +296,25 @@ class DeltaTable:
             added, removed, dv_changed = self._apply_commit(replay.files, commit, version)
             yield version, [*added, *(after for _, after in dv_changed)], [r.location for r in removed]
 
+    def commit_actions(self, start: int, end: int) -> Iterator[tuple[int, CommitActions]]:
+        """The file actions of each commit in [start, end] the log holds, in order, as written (nothing
+        replayed, no stats text, no protocol check): what a commit added and removed. A commit the log
+        no longer holds is skipped; `held_from` says from which version on it holds them all."""
+        listing = self._list()
+        pool = ValuePool()
+        self._read_ahead(listing, start, end)
+        for version in range(start, end + 1):
+            if version in listing.commits:
+                yield version, self._read_commit(listing, version, pool, keep_stats=False)
+
+    def held_from(self, end: int) -> int:
+        """The oldest version v such that the log holds every commit v..`end` (`end` + 1: not `end`'s)."""
+        commits = self._list().commits
+        version = end
+        while version in commits:
+            version -= 1
+        return version + 1
+
     def changes(self, start: int, end: int, *, whole_first: bool = False) -> Iterator[VersionChange]:
         """One VersionChange per version in [start, end], from a single replay over the range. With
         `whole_first`, the first one is the whole state at `start`, added to nothing (what a new mirror

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
@@ -506,6 +506,41 @@ class IcebergJava:
         txn.updateProperties().set(GC_ENABLED_PROPERTY, "false").commit()
         txn.commitTransaction()
         return expired
+
+    def expire_snapshot_ids(
+        self, table_name: str, snapshot_ids: Iterable[int], *, properties: Mapping[str, str]
+    ) -> list[int]:
+        """Expire exactly `snapshot_ids` (none when empty) and set `properties`, in one transaction; the
+        expired ids. As `expire_snapshots`: GC on and off again inside the transaction, Iceberg's file
+        cleanup off. Iceberg's `expireSnapshotId` also applies the table's default age and count
+        retention; the cutoff is set to 0 so that nothing else goes, and the expiry is refused,
+        nothing committed, should Iceberg plan to remove any other snapshot."""
+        wanted = sorted(set(snapshot_ids))
+        txn = self._require(table_name).newTransaction()
+        expired: list[int] = []
+        if wanted:
+            txn.updateProperties().set(GC_ENABLED_PROPERTY, "true").commit()
+            expire = txn.expireSnapshots().expireOlderThan(0).cleanExpiredFiles(False)
+            for snapshot_id in wanted:
+                expire = expire.expireSnapshotId(snapshot_id)
+            expired = sorted(int(s.snapshotId()) for s in expire.apply())
+            if expired != wanted:
+                raise RuntimeError(
+                    f"Iceberg would expire snapshots {expired} of {table_name}, asked {wanted}: nothing "
+                    "expired"
+                )
+            expire.commit()
+        update = txn.updateProperties()
+        for key, value in {**properties, **({GC_ENABLED_PROPERTY: "false"} if wanted else {})}.items():
+            update = update.set(key, value)
+        update.commit()
+        txn.commitTransaction()
+        return expired
+
+    def data_files(self, table_name: str, snapshot_id: int) -> frozenset[str]:
+        """The data files a snapshot names (Iceberg's `data_files` metadata table at that snapshot)."""
+        table = f"{ICEBERG_CATALOG_NAME}.{table_name}.data_files VERSION AS OF {snapshot_id}"
+        return frozenset(path for (path,) in self._spark.sql(f"SELECT file_path FROM {table}").collect())
 
     def unregister(self, table_name: str) -> bool:
         """Remove the table from the catalog without deleting any file (never a purge: the data files

@@ -387,3 +387,44 @@ class RetentionKeeper:
             v for sid in report.expired_snapshot_ids if (v := versions.get(sid)) is not None
         )
         return report
+
+
+def expire_unreadable(
+    iceberg: IcebergJava,
+    table_name: str,
+    snapshot_ids: list[int],
+    *,
+    properties: Mapping[str, str],
+    io: FileIO | None = None,
+    now_ms: int | None = None,
+) -> MaintenanceReport:
+    """Expire exactly `snapshot_ids` (snapshots no reader can read: a Delta VACUUM deleted a data file they
+    name, `vacuum.py`) and set `properties` in the same commit, then delete what only they referenced,
+    by the rules of `expire_and_reclaim` (the mirror's own delete files and Iceberg metadata; orphans
+    older than the default `orphan_min_age_hours`). Never the current snapshot (Iceberg refuses it)."""
+    io = io or FileIO(iceberg.storage_properties())
+    report = MaintenanceReport(table_name)
+    table = iceberg.load(table_name)
+    if table is None:
+        return report
+    check_is_mirror(table_name, table.properties)
+    layout = MirrorLayout(table.location)
+    now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
+    report.snapshots_before = len(table.snapshots)
+    before = iceberg.table_state(table_name)
+    files = (
+        iceberg.snapshot_files(table_name, [s.snapshot_id for s in table.snapshots]) if snapshot_ids else {}
+    )
+    expired_ids = set(iceberg.expire_snapshot_ids(table_name, snapshot_ids, properties=properties))
+    if not expired_ids:
+        report.retained_snapshots = len(table.snapshots)
+        return report
+    _reclaim(report, layout, files, expired_ids, Retention(), io, now_ms, dry_run=False)
+    after = iceberg.table_state(table_name)
+    still_logged = {comparable(f) for f in (*after.metadata_log, after.metadata_location)}
+    report.deleted_metadata_json = [
+        f
+        for f in before.metadata_log
+        if comparable(f) not in still_logged and not io.stat(f).exists and layout.is_metadata(f)
+    ]
+    return report

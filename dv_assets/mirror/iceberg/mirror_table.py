@@ -30,6 +30,9 @@ URI_LOCATIONS_PROPERTY = "dvmirror.uri-locations"
 # versions before it are no longer readable in Delta (log retention removed their commits, or VACUUM
 # their data or DV files).
 FIRST_READABLE_VERSION_PROPERTY = "dvmirror.first-readable-version"
+# The newest Delta `VACUUM END` version the sync has followed: the snapshots of the versions that VACUUM
+# made unreadable (a data file they name is gone) are expired, in the commit that sets it (`vacuum.py`).
+VACUUM_CHECKED_PROPERTY = "dvmirror.vacuum-checked"
 # Properties every mirror table carries (older mirrors get them with their next commit):
 SAFETY_PROPERTIES: Mapping[str, str] = {
     # No Iceberg procedure (expire_snapshots, remove_orphan_files) and no DROP TABLE ... PURGE may
