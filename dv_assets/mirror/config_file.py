@@ -3,8 +3,8 @@ tables file (`dvmirror sync --tables`, DVMIRROR_SOURCES: `DeltaMirrorComponent` 
 have the same substitution, the same value types and the same errors.
 
 * **Substitution.** `${VAR}` in any string value is replaced by the environment variable VAR; an unset
-  one is an error; `$${` writes a literal `${`. That is the one syntax (dg's `{{ env.VAR }}` templates
-  belong to the dg defs folder).
+  one is an error; `$${` writes a literal `${`. (A tables file's strings are then rendered as dg's
+  templates: `table_spec.py`.)
 * **Catalog values.** A catalog property is a string; a YAML boolean (`s3.path-style-access: true`) is
   written as Iceberg spells it (`true`), a number as its text; anything else (null, a list, a map) is
   an error.

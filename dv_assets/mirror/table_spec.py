@@ -24,6 +24,7 @@ file, the line and the key.
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import os
 import re
@@ -615,10 +616,12 @@ def _plain(value: Any) -> bool:
 def _renders_as_itself(text: str) -> bool:
     """A string `NativeTemplate(text).render()` returns unchanged: no template syntax (all of it starts
     with `{`), no line break (Jinja normalises them and drops a trailing one), and not a Python literal
-    (native rendering ends in `native_concat`, which turns `1`, `True` or `'a'` into a value)."""
+    (native rendering ends in jinja2's `native_concat`, which turns `1`, `True` or `'a'` into a value: its
+    `literal_eval(parse(text))`, here without importing Jinja for a file that has no template)."""
     if "{" in text or "\n" in text or "\r" in text:
         return False
-    from jinja2.nativetypes import native_concat
-
-    rendered = native_concat([text])
+    try:
+        rendered = ast.literal_eval(ast.parse(text, mode="eval"))
+    except (ValueError, SyntaxError, MemoryError):
+        return True
     return isinstance(rendered, str) and rendered == text
