@@ -31,7 +31,7 @@ assets `delta/<name>` and `iceberg/<name>`, their checks, jobs `mirror_<name>`, 
 code location adds its two sensors over all tables that start running (`delta_version_sensor`,
 `compacted_deletes_sensor`: `dv_assets.definitions.project_definitions`); a table with
 `start_running: false` has its own stopped pair (`delta_version_sensor_<name>`, ...). A process
-holds one Spark session, so all tables of a code location share one catalog (`check_mirrors` refuses a
+holds one Spark session, so all tables of a code location share one catalog (`check_tables_fit` refuses a
 conflict by name).
 
 The attributes and the table they describe are the engine's (`dv_assets.mirror.table_spec`:

@@ -136,7 +136,7 @@ class _Turn:
 
         synced = sync_table(
             run.spark,
-            state.delta_root,
+            table.location,
             table.iceberg_table,
             format_version=table.format_version,
             allowed_roots=table.allowed_roots,
