@@ -28,16 +28,11 @@ from types import ModuleType
 import dagster as dg
 
 import dv_assets.defs
-from dv_assets.components.delta_mirror import (
-    DeltaMirrorComponent,
-    TablesFileError,
-    check_mirrors,
-    load_mirrors_file,
-)
+from dv_assets.components.delta_mirror import DeltaMirrorComponent, TablesFileError, load_mirrors_file
 from dv_assets.dagster_warnings import silence_dagster_maturity_warnings
 from dv_assets.defs.factory import build_definitions, shared_sensors
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.mirror import CatalogConfig, MirrorSettings
+from dv_assets.mirror import CatalogConfig, MirrorSettings, check_tables_fit
 
 # The folder holding the dv_assets package: pyproject.toml's in a checkout, site-packages when installed
 # (`{{ context.project_root }}` in defs.yaml).
@@ -48,7 +43,7 @@ def shared_settings(
     settings: MirrorSettings, mirrors: Sequence[tuple[DeltaSource, CatalogConfig]], where: str
 ) -> MirrorSettings:
     """`settings` over the tables' one catalog (refused by name when they do not share one)."""
-    catalog = check_mirrors(mirrors, where)
+    catalog = check_tables_fit(mirrors, where)
     return settings if catalog is None or catalog == settings.catalog else settings.with_catalog(catalog)
 
 

@@ -19,6 +19,7 @@ from dv_assets.mirror.cli import build_parser
 from dv_assets.mirror.cli.fleet import load_tables
 from dv_assets.mirror.config_file import ConfigFileError, load_config_file
 from dv_assets.mirror.iceberg.maintenance import Retention, retention_due
+from dv_assets.mirror.table_spec import _renders_as_itself
 
 COMPONENT = "dv_assets.components.DeltaMirrorComponent"
 HOUR_MS = 3600 * 1000
@@ -234,3 +235,15 @@ def test_retention_is_due_past_the_newest_n_and_the_age() -> None:
     assert not retention_due([now - 300 * HOUR_MS, now - 400 * HOUR_MS], week, now)  # the newest 2 stay
     assert retention_due(fresh, Retention(retain_last=2), now)  # no age: every snapshot beyond the newest 2
     assert Retention(retain_last=10, max_snapshot_age_hours=168) == DEFAULT_RETENTION
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["t", "/data/t", "2", "2.5", "True", "None", "'a'", "[1]", " 1", "1 ", "a b", "s3://b/t", "-1", "1_0"],
+)
+def test_a_plain_string_renders_as_jinja_renders_it(text: str) -> None:
+    """The tables file's loader skips Jinja for strings it leaves as they are (`_renders_as_itself`): the
+    same answer as Jinja's native rendering gives."""
+    from jinja2.nativetypes import NativeTemplate
+
+    assert _renders_as_itself(text) == (NativeTemplate(text).render() == text)

@@ -13,16 +13,12 @@ import dagster as dg
 import pytest
 import yaml
 
-from dv_assets.components.delta_mirror import (
-    DeltaMirrorComponent,
-    MirrorConfigError,
-    load_mirrors_file,
-    resolve_attributes,
-)
+from dv_assets.components.delta_mirror import DeltaMirrorComponent, MirrorConfigError, load_mirrors_file
 from dv_assets.definitions import load_definitions, project_definitions
 from dv_assets.defs.factory import sources_of, spark_resource_of
 from dv_assets.defs.sources import DeltaSource, spread_cleanup_cron
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
+from dv_assets.mirror.table_spec import load_tables_file
 from tests.helpers.dagster import settings_of, tables_file
 from tests.helpers.processes import dvmirror_env, run
 from tests.helpers.settings import leaky_environment
@@ -290,18 +286,60 @@ def test_the_component_yaml_sets_freshness_running_status_and_the_cleanup_schedu
             "iceberg_table": "n.a",
             "freshness": {"deadline_cron": "0 9 * * *", "lower_bound_hours": 1, "timezone": "Europe/Paris"},
         },
-        # Strings Jinja's native rendering changes: resolved by dg itself.
+        # Strings Jinja's native rendering changes: templates, Python literals, line breaks.
         {"name": "a", "delta_path": "{{ 'sub' }}/t", "iceberg_table": "n.a"},
         {"name": "a", "delta_path": "t", "iceberg_table": "n.a", "format_version": "2"},
         {"name": "a", "delta_path": "t\n", "iceberg_table": "n.a"},
+        {"name": "a", "delta_path": "{{ env.DVMIRROR_TEST_ROOT }}/t", "iceberg_table": "n.a"},
+        {"name": "a", "delta_path": "{{ env('DVMIRROR_TEST_UNSET', '/d') }}", "iceberg_table": "n.a"},
+        {
+            "name": "a",
+            "delta_path": "t",
+            "iceberg_table": "n.a",
+            "retention": {
+                "retain_last": "{{ 2 + 1 }}",
+                "max_snapshot_age_hours": "{{ env.DVMIRROR_TEST_HOURS }}",
+            },
+            "freshness": {"fail_window_hours": "{{ datetime.timedelta(hours=6).total_seconds() / 3600 }}"},
+        },
     ],
 )
-def test_a_tables_files_documents_resolve_as_dg_resolves_them(attributes) -> None:
-    """`load_mirrors_file` takes a document whose strings Jinja leaves as they are without dg's YAML
-    round trip and templates (`resolve_attributes`, a 300-table file's load): the same component."""
-    fast, dg_resolved = resolve_attributes(attributes), DeltaMirrorComponent.resolve_from_dict(attributes)
-    assert fast.model_dump() == dg_resolved.model_dump()
-    assert fast.source(Path("/base")) == dg_resolved.source(Path("/base"))
+def test_the_engines_tables_file_resolves_as_dg_resolves_a_component(
+    attributes, tmp_path, monkeypatch
+) -> None:
+    """The engine's loader (`load_tables_file`, no Dagster) renders a document's strings as dg resolves
+    the component's attributes (`resolve_from_dict`: its YAML round trip and Jinja templates): the same
+    table."""
+    monkeypatch.setenv("DVMIRROR_TEST_ROOT", "/data")
+    monkeypatch.setenv("DVMIRROR_TEST_HOURS", "48")
+    path = tmp_path / "tables.yaml"
+    path.write_text(
+        yaml.safe_dump({"type": "dv_assets.components.DeltaMirrorComponent", "attributes": attributes})
+    )
+    ((spec, _),) = load_tables_file(path, CatalogConfig.under(tmp_path))
+    dg_resolved = DeltaMirrorComponent.resolve_from_dict(attributes)
+    assert spec == dg_resolved.spec(tmp_path)
+    assert DeltaSource.of(spec) == dg_resolved.source(tmp_path)
+
+
+def test_a_bad_template_names_its_line_and_key(tmp_path) -> None:
+    path = tables_file(
+        tmp_path / "tables.yaml",
+        "{name: a, delta_path: t, iceberg_table: n.a}",
+        "{name: b, iceberg_table: n.b,\n  delta_path: '{{ nothing.here }}'}",
+    )
+    with pytest.raises(
+        MirrorConfigError,
+        match=r"line 6, key attributes\.delta_path: template '\{\{ nothing\.here \}\}': 'nothing' is "
+        r"undefined \(a template knows env, datetime\)$",
+    ):
+        load_mirrors_file(path, CatalogConfig.under(tmp_path))
+    tables_file(path, "{name: a, iceberg_table: n.a, delta_path: \"{{ env('DVMIRROR_TEST_UNSET') }}\"}")
+    with pytest.raises(
+        MirrorConfigError,
+        match=r"line 2, key attributes\.delta_path: .*Environment variable DVMIRROR_TEST_UNSET",
+    ):
+        load_mirrors_file(path, CatalogConfig.under(tmp_path))
 
 
 def test_components_of_a_defs_folder_share_one_catalog(tmp_path, monkeypatch) -> None:

@@ -45,6 +45,87 @@ def test_the_platform_imports_the_engine_only_through_its_exported_names() -> No
     assert loaders == [], "the defs folder imports what loads it"
 
 
+# What the engine never imports: Dagster and its libraries, and the platform built on the engine.
+PLATFORM_PACKAGES = ("dagster", "dagster_*", "dv_assets.defs", "dv_assets.components")
+
+
+def _is_platform(target: str) -> bool:
+    for package in PLATFORM_PACKAGES:
+        if package.endswith("*"):
+            if target.startswith(package[:-1]):
+                return True
+        elif target == package or target.startswith(f"{package}."):
+            return True
+    return False
+
+
+def test_the_engine_imports_no_dagster_and_nothing_of_the_platform() -> None:
+    """Nothing under dv_assets/mirror/ imports Dagster (`dagster`, `dagster_*`) or the platform
+    (`dv_assets.defs`, `dv_assets.components`): at module level, in a function or under TYPE_CHECKING."""
+    engine = modules("dv_assets/mirror")
+    assert len(engine) > 40 and "dv_assets.mirror.table_spec" in engine
+    found = []
+    for module, path in engine.items():
+        for statement in everywhere(ast.parse(path.read_text())):
+            for target, name in imported(module, statement):
+                named = f"{target}.{name}" if name is not None else target
+                if _is_platform(target) or _is_platform(named):
+                    found.append(f"{path.relative_to(REPO_ROOT)}:{statement.lineno} {named}")
+    assert found == [], "the engine imports Dagster or the platform"
+
+
+def test_the_platform_check_sees_every_kind_of_import() -> None:
+    """The check above on the forms an import takes: `import dagster`, `from dagster_spark import x`,
+    `from dv_assets import defs`, `from dv_assets.components.delta_mirror import y`, deferred into a
+    function and under TYPE_CHECKING."""
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "import dagster as dg\n"
+        "if TYPE_CHECKING:\n    from dagster_spark import spark_resource\n"
+        "def f():\n    from dv_assets import defs\n    from dv_assets.components.delta_mirror import y\n"
+        "from dv_assets.mirror import TableSpec\n"
+    )
+    hits = [
+        f"{target}.{name}" if name is not None else target
+        for statement in everywhere(ast.parse(source))
+        for target, name in imported("dv_assets.mirror.table_spec", statement)
+        if _is_platform(target) or (name is not None and _is_platform(f"{target}.{name}"))
+    ]
+    assert hits == [
+        "dagster",
+        "dagster_spark.spark_resource",
+        "dv_assets.defs",
+        "dv_assets.components.delta_mirror.y",
+    ]
+
+
+def test_a_tables_file_is_read_without_dagster(tmp_path) -> None:
+    """`dvmirror sync --tables`'s loader and the fleet's CLI load no Dagster module (nor pyspark)."""
+    tables = tmp_path / "tables.yaml"
+    tables.write_text(
+        "type: dv_assets.components.DeltaMirrorComponent\n"
+        "attributes: {name: a, delta_path: '{{ env.HOME }}/t', iceberg_table: n.a}\n"
+    )
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from dv_assets.mirror.cli import fleet; from dv_assets.mirror.settings import "
+            "CatalogConfig; from dv_assets.mirror.table_spec import load_tables_file; "
+            f"((spec, _),) = load_tables_file({str(tables)!r}, CatalogConfig.under('/tmp')); "
+            "assert spec.delta_path.endswith('/t'), spec; "
+            "loaded = sorted(m for m in sys.modules if m.split('.')[0] in ('dagster', 'pyspark') "
+            "or m.startswith(('dagster_', 'dv_assets.defs', 'dv_assets.components'))); "
+            "assert not loaded, loaded",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+
+
 def test_no_import_cycle_among_the_projects_modules() -> None:
     graph = {
         module: set().union(*(dependencies(module, s) for s in everywhere(ast.parse(path.read_text()))))

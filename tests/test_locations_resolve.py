@@ -8,7 +8,15 @@ import pytest
 
 from dv_assets.mirror.delta.paths import readers_keep_apart
 from dv_assets.mirror.errors import MirrorInputError
-from dv_assets.mirror.locations import _resolve, is_remote, resolve_location, table_root_of
+from dv_assets.mirror.locations import (
+    TableLocation,
+    _resolve,
+    is_remote,
+    resolve_location,
+    same_location,
+    store_of,
+    table_root_of,
+)
 
 ROOT = "/data/my table"
 
@@ -62,6 +70,39 @@ def test_table_root_of(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert table_root_of("/data/a%20b") == "/data/a%20b"
     assert table_root_of("s3://bucket/t/") == "s3://bucket/t"
     assert is_remote("s3://b/t") and not is_remote("file:/t") and not is_remote("/t")
+
+
+def test_a_table_location_is_typed_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A TableLocation holds table_root_of's form and its scheme; typing one again gives it back as it is
+    (never normalised twice, a relative path never re-read against another working directory)."""
+    monkeypatch.chdir(tmp_path)
+    local = TableLocation.of("t/")
+    assert (local.uri, local.scheme, local.is_remote, local.store) == (f"{tmp_path}/t", "file", False, None)
+    monkeypatch.chdir("/")
+    assert TableLocation.of(local) is local and table_root_of(local) == f"{tmp_path}/t"
+    assert TableLocation.of("file:///data/my%20table/") == TableLocation("/data/my table", "file")
+    s3a = TableLocation.of("s3a://bucket/t/")
+    assert (s3a.uri, s3a.scheme, s3a.is_remote, s3a.store) == ("s3a://bucket/t", "s3a", True, "s3")
+    assert TableLocation.of("abfss://c@a.dfs.core.windows.net/t").store == "azure"
+    assert TableLocation.of("hdfs://nn/t").store is None and str(s3a) == "s3a://bucket/t"
+
+
+def test_one_scheme_table_and_one_comparison() -> None:
+    """Every object store's schemes are STORE_SCHEMES' (the settings' jars, the FileIO, comparable); two
+    locations are the same whatever spelling each was recorded in."""
+    assert {
+        scheme: store_of(f"{scheme}://b/t") for scheme in ("s3", "s3a", "s3n", "gs", "wasbs", "hdfs")
+    } == {
+        "s3": "s3",
+        "s3a": "s3",
+        "s3n": "s3",
+        "gs": "gcs",
+        "wasbs": "azure",
+        "hdfs": None,
+    }
+    assert store_of("/data/s3://x") is None and store_of("S3A://b/t") == "s3"
+    assert same_location("s3a://b/t", "s3://b/t/") and same_location("file:///d/t", "/d/t")
+    assert not same_location("s3://b/t", "s3://b/u") and not same_location("gs://b/t", "s3://b/t")
 
 
 @pytest.mark.parametrize(
@@ -119,3 +160,19 @@ def test_the_plain_path_shortcut_gives_what_the_rules_give(root: str, path: str)
 def test_readers_keep_two_spellings_apart_only_where_both_do(path: str, other: str, apart: bool) -> None:
     assert readers_keep_apart(path, other) is apart
     assert readers_keep_apart(other, path) is apart
+
+
+def test_a_mirror_is_known_by_its_delta_location_in_any_spelling() -> None:
+    """`identity.check_mirrors` compares the Delta location the mirror recorded through `same_location`:
+    Hadoop's s3a:// and Iceberg's s3:// name the same table; another folder is refused by name."""
+    from dv_assets.mirror.iceberg.mirror_table import DELTA_TABLE_PROPERTY, MirrorTable
+    from dv_assets.mirror.iceberg.types import Schema
+    from dv_assets.mirror.identity import check_mirrors
+
+    def recorded(delta: str) -> MirrorTable:
+        return MirrorTable("ns.t", "s3://wh/ns/t", 3, {DELTA_TABLE_PROPERTY: delta}, Schema(), None, ())
+
+    check_mirrors(recorded("s3a://lake/t"), "s3://lake/t", 3)
+    check_mirrors(recorded("s3://lake/t"), "s3://lake/t", None)
+    with pytest.raises(MirrorInputError, match=r"mirrors s3://lake/other, not this table"):
+        check_mirrors(recorded("s3://lake/other"), "s3://lake/t", 3)

@@ -4,32 +4,40 @@ automation settings (freshness policy, cleanup schedule, whether its sensors and
 in one place.
 
 Tables are configured as `DeltaMirrorComponent` documents (dv_assets/components/delta_mirror.py:
-`dv_assets/defs/tables/defs.yaml`, or a file named by DVMIRROR_SOURCES); each becomes one DeltaSource.
+`dv_assets/defs/tables/defs.yaml`, or a file named by DVMIRROR_SOURCES); each is the engine's `TableSpec`
+(dv_assets/mirror/table_spec.py), which becomes one DeltaSource (`DeltaSource.of`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import re
 from datetime import timedelta
-from typing import Any
 
 import dagster as dg
 from dagster._check import CheckError  # what FreshnessPolicy's own checks raise; not dg.*
 from dagster._utils.schedules import is_valid_cron_string  # what ScheduleDefinition checks; not dg.*
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from dv_assets.mirror import DEFAULT_RETENTION, ICEBERG_CATALOG_NAME, DeltaTable, FileIO, Retention
+from dv_assets.mirror import (
+    DEFAULT_RETENTION,
+    ICEBERG_CATALOG_NAME,
+    DeltaTable,
+    FileIO,
+    FreshnessSpec,
+    Retention,
+    TableLocation,
+    TableSpec,
+    check_format_version,
+    check_iceberg_table,
+    check_name,
+)
 
 TABLE_TAG = "dvmirror/table"
 # The Delta versions a mirror run covers ("7" or "7-12"); shown in the UI's run list, unlike the
 # dagster/asset_partition_range_* tags that define them.
 VERSIONS_TAG = "dvmirror/delta-versions"
 
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
-_TABLE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\.[A-Za-z_][A-Za-z0-9_]*$")
 
-DEFAULT_FAIL_WINDOW_HOURS = 24.0
 # A table without its own `cleanup_cron` is cleaned daily at a minute of this window (UTC hours
 # [first, end)), derived from its name (`spread_cleanup_cron`): hours few pipelines write, and 300
 # tables' cleanups spread over 240 minutes instead of firing together.
@@ -48,43 +56,14 @@ def spread_cleanup_cron(name: str) -> str:
     return f"{minute % 60} {first + minute // 60} * * *"
 
 
-class Freshness(BaseModel):
-    """The freshness policy of `iceberg/<name>` (Dagster's `FreshnessPolicy`): a time window (FAIL when
-    nothing was mirrored for `fail_window_hours`, WARN after `warn_window_hours`) or, with
-    `deadline_cron`, a cron deadline (FAIL when no version was mirrored within `lower_bound_hours` before
-    the last deadline). Dagster measures the time since the last materialization: a Delta table that
-    commits less often than the window shows FAIL although its mirror is current (the lag metadata,
-    `dvmirror/lag_versions`, says which)."""
-
-    fail_window_hours: float | None = None  # DEFAULT_FAIL_WINDOW_HOURS unless deadline_cron is given
-    warn_window_hours: float | None = None
-    deadline_cron: str | None = None
-    lower_bound_hours: float | None = None
-    timezone: str = "UTC"
-
-    @model_validator(mode="before")
-    @classmethod
-    def _default_window(cls, data: Any) -> Any:
-        if (
-            isinstance(data, dict)
-            and data.get("deadline_cron") is None
-            and data.get("fail_window_hours") is None
-        ):
-            return {**data, "fail_window_hours": DEFAULT_FAIL_WINDOW_HOURS}
-        return data
+class Freshness(FreshnessSpec):
+    """The freshness policy of `iceberg/<name>` (Dagster's `FreshnessPolicy`): the table's `FreshnessSpec`
+    (a time window, or a cron deadline) held to Dagster's own rules. Dagster measures the time since the
+    last materialization: a Delta table that commits less often than the window shows FAIL although its
+    mirror is current (the lag metadata, `dvmirror/lag_versions`, says which)."""
 
     @model_validator(mode="after")
-    def _one_kind(self) -> Freshness:
-        if self.deadline_cron is not None:
-            if self.fail_window_hours is not None or self.warn_window_hours is not None:
-                raise ValueError(
-                    "freshness: give either a time window (fail_window_hours, warn_window_hours) or a cron "
-                    "deadline (deadline_cron, lower_bound_hours), not both"
-                )
-            if self.lower_bound_hours is None:
-                raise ValueError("freshness: deadline_cron needs lower_bound_hours")
-        elif self.lower_bound_hours is not None:
-            raise ValueError("freshness: lower_bound_hours belongs to deadline_cron")
+    def _dagster_rules(self) -> Freshness:
         try:
             self.policy()  # Dagster's own rules: windows of a minute or more, warn < fail, a valid cron
         except CheckError as err:
@@ -107,7 +86,8 @@ class Freshness(BaseModel):
 
 
 class DeltaSource(BaseModel):
-    """One Delta table to mirror (a `DeltaMirrorComponent`'s attributes, locations resolved)."""
+    """One Delta table to mirror, as the platform takes it: the engine's `TableSpec` (`of`) with the
+    Dagster names derived from it and Dagster's rules for its cron and freshness policy."""
 
     name: str
     delta_path: str
@@ -130,25 +110,44 @@ class DeltaSource(BaseModel):
     # instance then remembers).
     start_running: bool = True
 
+    @classmethod
+    def of(cls, spec: TableSpec) -> DeltaSource:
+        """The platform's view of the engine's table (ValidationError: a cron or freshness policy Dagster
+        refuses)."""
+        return cls(
+            name=spec.name,
+            delta_path=spec.delta_path,
+            iceberg_table=spec.iceberg_table,
+            format_version=spec.format_version,
+            retention=spec.retention,
+            allowed_roots=list(spec.allowed_roots),
+            freshness=None
+            if spec.freshness is None
+            else Freshness.model_validate(spec.freshness.model_dump()),
+            cleanup_cron=spec.cleanup_cron,
+            start_running=spec.start_running,
+        )
+
+    @property
+    def location(self) -> TableLocation:
+        """The Delta table's root, typed: what the engine's calls take."""
+        return TableLocation.of(self.delta_path)
+
     def delta_table(self, *, enforce_protocol: bool = True) -> DeltaTable:
         """The Delta table, read through storage configured as the mirror's writes are."""
         return DeltaTable(
-            self.delta_path, enforce_protocol=enforce_protocol, io=FileIO(self.storage_properties)
+            self.location, enforce_protocol=enforce_protocol, io=FileIO(self.storage_properties)
         )
 
     @field_validator("name")
     @classmethod
     def _name(cls, value: str) -> str:
-        if not _NAME.match(value):
-            raise ValueError(f"source name must match {_NAME.pattern}, got {value!r}")
-        return value
+        return check_name(value)
 
     @field_validator("iceberg_table")
     @classmethod
     def _table(cls, value: str) -> str:
-        if not _TABLE.match(value):
-            raise ValueError(f"iceberg_table must be NAMESPACE.NAME, got {value!r}")
-        return value
+        return check_iceberg_table(value)
 
     @field_validator("cleanup_cron")
     @classmethod
@@ -160,9 +159,7 @@ class DeltaSource(BaseModel):
     @field_validator("format_version")
     @classmethod
     def _format(cls, value: int) -> int:
-        if value not in (2, 3):
-            raise ValueError(f"format_version must be 2 or 3, got {value}")
-        return value
+        return check_format_version(value)
 
     # -- names derived from the source -------------------------------------------------------------
     @property

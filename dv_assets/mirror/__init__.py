@@ -35,6 +35,20 @@ _EXPORTS = {
     "line_of": "dv_assets.mirror.config_file",
     "read_documents": "dv_assets.mirror.config_file",
     "substitute": "dv_assets.mirror.config_file",
+    # one mirrored table (the tables file's documents, the component's attributes) and the file's loader
+    "TableSpec": "dv_assets.mirror.table_spec",
+    "TableAttributes": "dv_assets.mirror.table_spec",
+    "RetentionAttributes": "dv_assets.mirror.table_spec",
+    "FreshnessAttributes": "dv_assets.mirror.table_spec",
+    "FreshnessSpec": "dv_assets.mirror.table_spec",
+    "MirrorConfigError": "dv_assets.mirror.table_spec",
+    "TablesFileError": "dv_assets.mirror.table_spec",
+    "check_tables_fit": "dv_assets.mirror.table_spec",
+    "check_name": "dv_assets.mirror.table_spec",
+    "check_iceberg_table": "dv_assets.mirror.table_spec",
+    "check_format_version": "dv_assets.mirror.table_spec",
+    "load_tables_file": "dv_assets.mirror.table_spec",
+    "TableLocation": "dv_assets.mirror.locations",
     "masked": "dv_assets.mirror.secrets",  # every text shown: secrets as ***
     # the sync
     "sync_table": "dv_assets.mirror.sync",

@@ -3,8 +3,8 @@ tables file (`dvmirror sync --tables`, DVMIRROR_SOURCES: `DeltaMirrorComponent` 
 have the same substitution, the same value types and the same errors.
 
 * **Substitution.** `${VAR}` in any string value is replaced by the environment variable VAR; an unset
-  one is an error; `$${` writes a literal `${`. That is the one syntax (dg's `{{ env.VAR }}` templates
-  belong to the dg defs folder).
+  one is an error; `$${` writes a literal `${`. (A tables file's strings are then rendered as dg's
+  templates: `table_spec.py`.)
 * **Catalog values.** A catalog property is a string; a YAML boolean (`s3.path-style-access: true`) is
   written as Iceberg spells it (`true`), a number as its text; anything else (null, a list, a map) is
   an error.
@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -171,18 +171,28 @@ def read_documents(path: str | Path, kind: str) -> list[Document]:
 
 def substitute(value: Any, source: Source, environ: Mapping[str, str], *, line: int, key: str) -> Any:
     """`value` with `${VAR}` replaced in every string (recursively), from `environ`."""
+
+    def text(string: str, line: int, key: str) -> str:
+        return _substitute_text(string, source, environ, line=line, key=key)
+
+    return map_strings(value, text, line=line, key=key)
+
+
+def map_strings(value: Any, change: Callable[[str, int, str], Any], *, line: int, key: str) -> Any:
+    """`value` with every string (recursively; not mapping keys) replaced by `change(string, its line,
+    its key)`; mappings stay `Located`."""
     if isinstance(value, str):
-        return _substitute_text(value, source, environ, line=line, key=key)
+        return change(value, line, key)
     if isinstance(value, Located):
         out = Located()
         out.line, out.lines = value.line, dict(value.lines)
         for k, v in value.items():
-            out[k] = substitute(v, source, environ, line=value.line_of(k), key=_join(key, k))
+            out[k] = map_strings(v, change, line=value.line_of(k), key=_join(key, k))
         return out
     if isinstance(value, dict):
-        return {k: substitute(v, source, environ, line=line, key=_join(key, k)) for k, v in value.items()}
+        return {k: map_strings(v, change, line=line, key=_join(key, k)) for k, v in value.items()}
     if isinstance(value, list):
-        return [substitute(v, source, environ, line=line, key=f"{key}[{i}]") for i, v in enumerate(value)]
+        return [map_strings(v, change, line=line, key=f"{key}[{i}]") for i, v in enumerate(value)]
     return value
 
 

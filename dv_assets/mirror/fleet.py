@@ -45,10 +45,10 @@ from dv_assets.mirror.errors import (
 from dv_assets.mirror.follow import MAX_CONFLICTS_IN_A_ROW, Backoff, CommitFile, LogWatch, is_transient
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.io import FileIO
-from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.placement import DEFAULT_EXECUTOR_POLICY, ExecutorPolicy
 from dv_assets.mirror.results import SyncResult, VersionResult
 from dv_assets.mirror.sync import sync_table
+from dv_assets.mirror.table_spec import FleetTable
 
 # Versions a table mirrors in one turn before the others get theirs.
 DEFAULT_VERSIONS_PER_TURN = 20
@@ -56,20 +56,6 @@ DEFAULT_VERSIONS_PER_TURN = 20
 ONCE_ATTEMPTS = 3
 # How often the scheduler looks at the stop flag while passes are in flight.
 _WAKE_SECONDS = 0.5
-
-
-@dataclass(frozen=True)
-class FleetTable:
-    """One table of the set, as the tables file names it (`DeltaMirrorComponent`'s attributes)."""
-
-    name: str
-    delta_path: str
-    iceberg_table: str
-    format_version: int | None = None
-    allowed_roots: tuple[str, ...] = ()
-    # The last mirrored Delta version when the caller knows it (read without a JVM): the first turn's
-    # place in the queue. None: not known (a new mirror, or not read).
-    mirrored_hint: int | None = None
 
 
 class FleetListener:
@@ -150,7 +136,7 @@ class _Turn:
 
         synced = sync_table(
             run.spark,
-            state.delta_root,
+            table.location,
             table.iceberg_table,
             format_version=table.format_version,
             allowed_roots=table.allowed_roots,
@@ -216,7 +202,7 @@ def run_fleet(
     )
     states = []
     for table in tables:
-        root = table_root_of(table.delta_path)
+        root = table.location.uri
         state = TableState(table, root, LogWatch(root, io), mirrored_version=table.mirrored_hint)
         states.append(state)
     _queue_times(states, io)

@@ -14,7 +14,7 @@ from dv_assets.mirror.iceberg.mirror_table import (
     MirrorTable,
     Snapshot,
 )
-from dv_assets.mirror.locations import comparable
+from dv_assets.mirror.locations import comparable, same_location
 
 
 def check_apart(table_location: str, delta_root: str, table_name: str) -> None:
@@ -39,7 +39,7 @@ def check_mirrors(table: MirrorTable, delta_root: str, format_version: int | Non
             "property); refusing to write to it: choose another table name",
             table=delta_root,
         )
-    if mirrored_from != delta_root:
+    if not same_location(mirrored_from, delta_root):
         raise MirrorInputError(
             f"Iceberg table {table.name} mirrors {mirrored_from}, not this table", table=delta_root
         )

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from dv_assets.mirror.locations import comparable
+from dv_assets.mirror.locations import comparable, store_of_scheme
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,6 @@ class FileInfo:
 
 
 _LOCAL = pafs.LocalFileSystem()
-_S3_SCHEMES = ("s3", "s3a", "s3n")
-_AZURE_SCHEMES = ("abfs", "abfss", "wasb", "wasbs")
 # pyarrow needs an expiry with an access token; Iceberg's `gcs.oauth2.token` may come without one.
 _NO_KNOWN_EXPIRY = datetime(2200, 1, 1, tzinfo=UTC)
 
@@ -269,15 +267,16 @@ class FileIO:
         parsed = urlparse(location)
         if not parsed.scheme or len(parsed.scheme) == 1:  # a plain path (or a Windows drive letter)
             return _LOCAL, location
-        if parsed.scheme in _S3_SCHEMES:
+        store = store_of_scheme(parsed.scheme)
+        if store == "s3":
             if self._s3 is None:
                 self._s3 = s3_filesystem(self.properties)
             return self._s3, f"{parsed.netloc}{parsed.path}"
-        if parsed.scheme == "gs":
+        if store == "gcs":
             if self._gcs is None:
                 self._gcs = gcs_filesystem(self.properties)
             return self._gcs, f"{parsed.netloc}{parsed.path}"
-        if parsed.scheme in _AZURE_SCHEMES:
+        if store == "azure":
             # Hadoop's `container@account.blob.core.windows.net` (or pyarrow's bare `container`).
             container, _, host = parsed.netloc.partition("@")
             account = host.split(".", 1)[0]

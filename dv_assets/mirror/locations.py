@@ -1,5 +1,5 @@
 """Locations: how a path written in a Delta log becomes one, how the mirror names one in Iceberg, and the
-one comparison of two.
+one comparison of two, and a table's root typed once (`TableLocation`).
 
 Delta writes `add.path` / `remove.path` as URL-encoded URIs: relative to the table root, or absolute
 (`file:/...`, `file:///...`, `s3://...`). Hive-style partition directories are already escaped on disk
@@ -11,8 +11,12 @@ Every location the mirror writes into Iceberg metadata is a full URI (`iceberg_l
 `file_path` is one, and iceberg-rust refuses a bare path. Locally that is `file:/…` followed by the path
 as it is on disk, unescaped: the form Iceberg Java (Hadoop's `Path`) records for a local table, and the
 one Iceberg Java, pyiceberg and iceberg-rust all read literally (none of them percent-decodes it).
-Mirrors made before kept bare local paths; `comparable` is the one comparison of two locations, whatever
-form each was recorded in.
+Mirrors made before kept bare local paths; `comparable` is the one spelling of a location to compare, and
+`same_location` the one comparison of two, whatever form each was recorded in.
+
+A table's root (the Delta table, an allowed root) is normalised once where it enters (a CLI argument, the
+tables file's `TableSpec`, the Dagster source) into a `TableLocation`, which the layers below take as it
+is. The object stores and the URI schemes that name each are written once, in `STORE_SCHEMES`.
 Pure, and imports only the project's errors: every layer resolves and compares locations.
 """
 
@@ -22,6 +26,7 @@ import functools
 import os
 import posixpath
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -29,6 +34,57 @@ from dv_assets.mirror.errors import MirrorInputError
 
 # A URI scheme has at least two characters, so a Windows drive letter (`C:`) is never taken for one.
 SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+
+# The object stores and the URI schemes that name each one's objects (Hadoop's `s3a://` and `s3n://` name the
+# same S3 objects as Iceberg's `s3://`): the one table the settings (which jars), the FileIO (which file
+# system) and `comparable` read.
+STORE_SCHEMES: dict[str, tuple[str, ...]] = {
+    "s3": ("s3", "s3a", "s3n"),
+    "gcs": ("gs",),
+    "azure": ("abfs", "abfss", "wasb", "wasbs"),
+}
+_STORE_OF_SCHEME = {scheme: store for store, schemes in STORE_SCHEMES.items() for scheme in schemes}
+
+
+def store_of_scheme(scheme: str) -> str | None:
+    """The object store a URI scheme names (`s3`, `gcs`, `azure`), None: none of them."""
+    return _STORE_OF_SCHEME.get(scheme.lower())
+
+
+def store_of(location: str) -> str | None:
+    """The object store a location is on (`s3`, `gcs`, `azure`), None: a local path or another scheme."""
+    scheme, sep, _ = location.partition("://")
+    return store_of_scheme(scheme) if sep else None
+
+
+@dataclass(frozen=True)
+class TableLocation:
+    """A table's root, normalised once (`table_root_of`): an absolute local path or a remote URI, no
+    trailing slash (`uri`), and its scheme (`file` for a local path)."""
+
+    uri: str
+    scheme: str
+
+    @classmethod
+    def of(cls, location: str | Path | TableLocation) -> TableLocation:
+        """`location` normalised (a TableLocation as it is: never normalised twice)."""
+        if isinstance(location, TableLocation):
+            return location
+        uri = _normalised_root(os.fspath(location))
+        scheme = uri.split(":", 1)[0].lower() if is_remote(uri) else "file"
+        return cls(uri, scheme)
+
+    @property
+    def is_remote(self) -> bool:
+        return self.scheme != "file"
+
+    @property
+    def store(self) -> str | None:
+        """The object store it is on (`STORE_SCHEMES`), None: local or another scheme."""
+        return store_of_scheme(self.scheme)
+
+    def __str__(self) -> str:
+        return self.uri
 
 
 def iceberg_location(location: str) -> str:
@@ -50,9 +106,16 @@ def comparable(location: str) -> str:
         return location[len("file://localhost") :]
     if location.startswith("file://"):
         return location[len("file://") :]
-    if location.startswith(("s3a://", "s3n://")):
-        return "s3://" + location[len("s3a://") :]
+    scheme, sep, rest = location.partition("://")
+    if sep and scheme != "s3" and store_of_scheme(scheme) == "s3":
+        return "s3://" + rest
     return location.removeprefix("file:")
+
+
+def same_location(first: str | TableLocation, second: str | TableLocation) -> bool:
+    """Whether two locations name the same file or folder, whatever spelling each was recorded in (a
+    trailing slash aside)."""
+    return comparable(str(first)).rstrip("/") == comparable(str(second)).rstrip("/")
 
 
 # A `%` not followed by two hex digits: Java's URI parser (which Delta uses) rejects such a path.
@@ -64,9 +127,12 @@ def is_remote(location: str) -> bool:
     return bool(SCHEME.match(location)) and not location.lower().startswith("file:")
 
 
-def table_root_of(root: str | Path) -> str:
+def table_root_of(root: str | Path | TableLocation) -> str:
     """The canonical form of a table root: an absolute local path, or a remote URI; no trailing slash."""
-    text = os.fspath(root)
+    return TableLocation.of(root).uri
+
+
+def _normalised_root(text: str) -> str:
     if text.lower().startswith("file:"):
         text = _local_path_of_file_uri(text, original=text)
     if is_remote(text):

@@ -60,6 +60,7 @@ from pathlib import Path
 from urllib.parse import quote, urlsplit
 
 from dv_assets.mirror.config_file import load_config_file
+from dv_assets.mirror.locations import TableLocation, store_of
 from dv_assets.mirror.placement import (
     DEFAULT_EXECUTOR_BYTES,
     DEFAULT_EXECUTOR_DVS,
@@ -83,12 +84,8 @@ EXECUTORS_ON_LOCAL_ENV = "DVMIRROR_EXECUTORS_ON_LOCAL"
 DEBUG_ENV = "DVMIRROR_DEBUG"
 S3_ENV = "DVMIRROR_S3"
 
-# How each object store's locations start (Hadoop's spellings included), and the catalog property prefixes
-# of the object stores (Iceberg's and pyiceberg's names), which the mirror's FileIO and Spark's Hadoop
-# file systems read too.
-S3_SCHEMES = ("s3://", "s3a://", "s3n://")
-GCS_SCHEMES = ("gs://",)
-AZURE_SCHEMES = ("abfs://", "abfss://", "wasb://", "wasbs://")
+# The catalog property prefixes of the object stores (Iceberg's and pyiceberg's names), which the mirror's
+# FileIO and Spark's Hadoop file systems read too (the stores' URI schemes: `locations.STORE_SCHEMES`).
 STORAGE_PREFIXES = ("s3.", "client.", "gcs.", "adls.")
 
 STATE_DIR = ".dvmirror"
@@ -266,19 +263,19 @@ class CatalogConfig:
 
     @property
     def uses_s3(self) -> bool:
-        return self._uses(S3_SCHEMES, "s3.")
+        return self._uses("s3", "s3.")
 
     @property
     def uses_gcs(self) -> bool:
-        return self._uses(GCS_SCHEMES, "gcs.")
+        return self._uses("gcs", "gcs.")
 
     @property
     def uses_azure(self) -> bool:
-        return self._uses(AZURE_SCHEMES, "adls.")
+        return self._uses("azure", "adls.")
 
-    def _uses(self, schemes: tuple[str, ...], prefix: str) -> bool:
-        """Whether the warehouse is on that store or any property configures it."""
-        on_it = (self.warehouse or "").startswith(schemes)
+    def _uses(self, store: str, prefix: str) -> bool:
+        """Whether the warehouse is on that store (`STORE_SCHEMES`) or any property configures it."""
+        on_it = store_of(self.warehouse or "") == store
         return on_it or any(k.startswith(prefix) for k in self.properties)
 
     @property
@@ -455,13 +452,14 @@ class MirrorSettings:
             azure=self.azure_requested or catalog.uses_azure,
         )
 
-    def for_location(self, location: str) -> MirrorSettings:
+    def for_location(self, location: str | TableLocation) -> MirrorSettings:
         """These settings with the jars a Delta table at `location` needs (its URI's object store)."""
-        if location.startswith(S3_SCHEMES):
+        store = location.store if isinstance(location, TableLocation) else store_of(location)
+        if store == "s3":
             return replace(self, s3=True, s3_requested=True)
-        if location.startswith(GCS_SCHEMES):
+        if store == "gcs":
             return replace(self, gcs=True, gcs_requested=True)
-        if location.startswith(AZURE_SCHEMES):
+        if store == "azure":
             return replace(self, azure=True, azure_requested=True)
         return self
 

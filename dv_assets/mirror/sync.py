@@ -54,7 +54,7 @@ from dv_assets.mirror.iceberg.mirror_table import (
 )
 from dv_assets.mirror.identity import check_apart, check_same_delta_table, mirror_position
 from dv_assets.mirror.io import FileIO, FolderListing
-from dv_assets.mirror.locations import table_root_of
+from dv_assets.mirror.locations import TableLocation
 from dv_assets.mirror.placement import DEFAULT_EXECUTOR_POLICY, ExecutorPolicy, Placement
 from dv_assets.mirror.plan import DataFiles, MirrorState, VersionPlan, plan_version
 from dv_assets.mirror.results import SyncResult, VersionResult
@@ -70,13 +70,13 @@ log = logging.getLogger(__name__)
 
 def sync_table(
     spark: SparkSession,
-    delta_path: str | Path,
+    delta_path: str | Path | TableLocation,
     table_name: str,
     *,
     format_version: int | None = None,
     until_version: int | None = None,
     on_version: Callable[[VersionResult], None] | None = None,
-    allowed_roots: Sequence[str] = (),
+    allowed_roots: Sequence[str | TableLocation] = (),
     executors: ExecutorPolicy = DEFAULT_EXECUTOR_POLICY,
     iceberg: IcebergJava | None = None,
     io: FileIO | None = None,
@@ -93,13 +93,14 @@ def sync_table(
     """
     iceberg = iceberg or IcebergJava(spark)
     io = io or FileIO(iceberg.storage_properties())
-    delta_root = table_root_of(delta_path)
-    paths = PathPolicy.of(delta_root, allowed_roots)
+    location = TableLocation.of(delta_path)  # the edge's TableLocation as it is; a string typed here
+    delta_root = location.uri
+    paths = PathPolicy.of(location, allowed_roots)
     table = iceberg.load(table_name)
     # The mirror's indexes of Delta checkpoints: a run after one reads a few rows of it, not all.
     indexes = None if table is None else _checkpoint_indexes(table.location, io)
     # One listing of `_delta_log` for the whole run, from the mirror's newest checkpoint on when it can.
-    delta = DeltaTable(delta_root, io=io, checkpoint_indexes=indexes).listed_once(_mirrored_version(table))
+    delta = DeltaTable(location, io=io, checkpoint_indexes=indexes).listed_once(_mirrored_version(table))
     latest = delta.latest_version()
     target = latest if until_version is None else min(until_version, latest)
     state, last_mirrored, start = _starting_point(iceberg, delta, table_name, table, format_version, target)

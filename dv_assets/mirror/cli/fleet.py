@@ -1,8 +1,8 @@
 """`dvmirror sync --tables FILE [--follow]`: many tables in one process and one Spark session (`fleet.py`).
 
 FILE holds `DeltaMirrorComponent` documents, the format the Dagster code location reads
-(`dv_assets/defs/tables/defs.yaml`, DVMIRROR_SOURCES; parsed by the component's own
-`load_mirrors_file`): per table `name`, `delta_path` (relative: to FILE's folder), `iceberg_table`,
+(`dv_assets/defs/tables/defs.yaml`, DVMIRROR_SOURCES; read by the engine's `load_tables_file`, no Dagster
+loaded): per table `name`, `delta_path` (relative: to FILE's folder), `iceberg_table`,
 `format_version`, `allowed_roots`, `retention` and the shared `catalog` (the catalog flags go over it:
 flags > file > environment > defaults); the Dagster-only attributes (cleanup_cron, freshness,
 start_running) are read and not used here. A bad file (missing, not YAML, an unknown key, a wrong type, a
@@ -81,11 +81,10 @@ from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError, worst_exit_code
 from dv_assets.mirror.iceberg.maintenance import DEFAULT_RETENTION, Retention, retention_due
 from dv_assets.mirror.io import FileIO
-from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
+from dv_assets.mirror.table_spec import FleetTable, load_tables_file
 
 if TYPE_CHECKING:  # fleet.py imports pyspark: not for `--help` nor a run answered without a JVM
-    from dv_assets.mirror.fleet import FleetTable
     from dv_assets.mirror.iceberg.java import IcebergJava
     from dv_assets.mirror.iceberg.maintenance import MaintenanceReport
     from dv_assets.mirror.results import SyncResult, VersionResult
@@ -318,11 +317,6 @@ def load_tables(args: argparse.Namespace) -> tuple[MirrorSettings, list[FleetTab
     """The settings, the tables of the file and each one's retention (by Iceberg table). The catalog:
     the flags over the tables' shared `catalog` (the file), else over --config / the environment, as
     `MirrorSettings.resolve` orders them. A bad file is a ConfigFileError (one line: file, line, key)."""
-    # The component's own model over the engine's parser (`config_file.py`): one format for Dagster and
-    # the CLI (it imports Dagster: here only).
-    from dv_assets.components.delta_mirror import load_mirrors_file
-    from dv_assets.mirror.fleet import FleetTable
-
     path = Path(args.tables)
     without_file: list[MirrorSettings] = []
 
@@ -332,27 +326,18 @@ def load_tables(args: argparse.Namespace) -> tuple[MirrorSettings, list[FleetTab
         without_file.append(settings_from(args))
         return without_file[0].catalog
 
-    mirrors = load_mirrors_file(path, flags_catalog)
+    mirrors = load_tables_file(path, flags_catalog)
     if not mirrors:
         raise MirrorInputError(f"tables file {path.absolute()}: no tables")
-    shared = mirrors[0][1]  # one catalog for all (load_mirrors_file refuses two)
+    shared = mirrors[0][1]  # one catalog for all (load_tables_file refuses two)
     if without_file and shared == without_file[0].catalog:
         settings = without_file[0]
     else:  # the file's catalog, the flags over it
         settings = settings_from(args, file_catalog=shared.properties)
-    for source, _ in mirrors:
-        settings = settings.for_location(source.delta_path)
-    tables = [
-        FleetTable(
-            name=source.name,
-            delta_path=source.delta_path,
-            iceberg_table=source.iceberg_table,
-            format_version=source.format_version,
-            allowed_roots=tuple(source.allowed_roots),
-        )
-        for source, _ in mirrors
-    ]
-    return settings, tables, {source.iceberg_table: source.retention for source, _ in mirrors}
+    for spec, _ in mirrors:
+        settings = settings.for_location(spec.location)
+    tables = [FleetTable(spec) for spec, _ in mirrors]
+    return settings, tables, {spec.iceberg_table: spec.retention for spec, _ in mirrors}
 
 
 def _checked(
@@ -367,7 +352,7 @@ def _checked(
             raise MirrorInputError(
                 problem.removeprefix(f"table {table.delta_path}: "), table=table.delta_path
             )
-        delta = DeltaTable(table_root_of(table.delta_path), io=FileIO(settings.catalog.storage_properties()))
+        delta = DeltaTable(table.location, io=FileIO(settings.catalog.storage_properties()))
         latest = delta.latest_version()
         position = position_without_jvm(
             settings, delta, table.iceberg_table, table.format_version, latest, latest

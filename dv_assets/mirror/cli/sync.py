@@ -40,7 +40,6 @@ from dv_assets.mirror.cli.retention import expiry_json, expiry_text
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
 from dv_assets.mirror.io import FileIO
-from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.results import SyncResult, VersionResult
 from dv_assets.mirror.settings import MirrorSettings
 from dv_assets.mirror.status import version_ranges
@@ -204,7 +203,7 @@ def _up_to_date(args: argparse.Namespace, settings: MirrorSettings) -> SyncResul
     try:
         io = FileIO(settings.catalog.storage_properties())
         # One listing answers every question below (each would list `_delta_log` again otherwise).
-        delta = DeltaTable(table_root_of(args.delta_table), io=io).listed_once()
+        delta = DeltaTable(args.delta_table, io=io).listed_once()
         latest = delta.latest_version()
     except (OSError, ValueError) as err:
         raise MirrorInputError(f"table {args.delta_table}: {err}") from None

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from dv_assets.mirror.errors import MirrorInputError
-from dv_assets.mirror.locations import SCHEME, is_remote, table_root_of
+from dv_assets.mirror.locations import SCHEME, TableLocation, is_remote, table_root_of
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,9 @@ class PathPolicy:
         return tuple(root.rstrip("/") + "/" for root in (self.table_root, *self.allowed_roots))
 
     @classmethod
-    def of(cls, table_root: str, allowed_roots: Sequence[str] = ()) -> PathPolicy:
+    def of(
+        cls, table_root: str | TableLocation, allowed_roots: Sequence[str | TableLocation] = ()
+    ) -> PathPolicy:
         return cls(table_root_of(table_root), tuple(table_root_of(r) for r in allowed_roots))
 
     def check(self, location: str, *, what: str) -> None:

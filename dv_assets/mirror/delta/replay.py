@@ -54,7 +54,7 @@ from dv_assets.mirror.delta.paths import readers_keep_apart
 from dv_assets.mirror.delta.protocol import check_column_mapping, check_protocol
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.io import FileIO
-from dv_assets.mirror.locations import table_root_of
+from dv_assets.mirror.locations import TableLocation
 
 # Bounds of the restricted replay (`DeltaTable._restricted_replay`): the commits it holds parsed at once,
 # and the locations K it keeps; past them the full replay, which streams, is used.
@@ -201,14 +201,15 @@ class DeltaTable:
 
     def __init__(
         self,
-        table_root: str | Path,
+        table_root: str | Path | TableLocation,
         *,
         enforce_protocol: bool = True,
         io: FileIO | None = None,
         restricted_replay: bool = True,
         checkpoint_indexes: CheckpointIndexes | None = None,
     ) -> None:
-        self.table_root = table_root_of(table_root)
+        self.location = TableLocation.of(table_root)  # typed once: a TableLocation is taken as it is
+        self.table_root = self.location.uri
         self.enforce_protocol = enforce_protocol
         # `changes` after a checkpoint may read only the files its commits touch (`_restricted_replay`).
         self.restricted_replay = restricted_replay
