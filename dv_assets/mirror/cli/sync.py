@@ -12,6 +12,7 @@ JVM; one with snapshots past retention starts Spark for the expiry."""
 from __future__ import annotations
 
 import argparse
+import sys
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -25,20 +26,20 @@ from dv_assets.mirror.cli.arguments import (
     position_without_jvm,
     settings_from,
 )
-from dv_assets.mirror.cli.follow import DEFAULT_INTERVAL_SECONDS, positive_seconds, version_line
+from dv_assets.mirror.cli.follow import DEFAULT_INTERVAL_SECONDS, error_line, positive_seconds, version_line
 from dv_assets.mirror.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
-    EXIT_INTERNAL_ERROR,
     EXIT_OK,
+    EXIT_STORAGE,
     child_stderr_to_log,
-    internal_error_line,
     print_json,
     report_failure,
 )
 from dv_assets.mirror.cli.retention import expiry_json, expiry_text
 from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
+from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError, StorageError
+from dv_assets.mirror.follow import exit_code_of, retrying_transient
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.results import SyncResult, VersionResult
@@ -114,10 +115,12 @@ def run(args: argparse.Namespace) -> int:
         settings = _checked_settings(args)
         if args.follow:
             check_spark_can_start(settings)  # Java and the jars, before Spark's log or a folder
-            return follow.run(args, settings, None if settings.debug else child_stderr_to_log())
-        up_to_date = _up_to_date(args, settings)
+            return follow.run(args, settings)
+        up_to_date = retrying_transient(lambda: _up_to_date(args, settings), on_retry=_retrying)
     except MirrorInputError as err:
         return _fail(args, EXIT_BAD_INPUT, err.one_line(), [], None)
+    except StorageError as err:
+        return _fail(args, EXIT_STORAGE, err.one_line(), [], None)
     if up_to_date is not None:
         return _report(args, up_to_date)
     return _mirror(args, settings)
@@ -167,15 +170,18 @@ def _mirror(args: argparse.Namespace, settings: MirrorSettings) -> int:
             if not args.json:
                 print(version_line(result), flush=True)
 
-        result = sync_table(
-            spark,
-            args.delta_table,
-            args.table,
-            format_version=args.format_version,
-            until_version=args.until_version,
-            allowed_roots=args.allow_root,
-            executors=settings.executors,
-            on_version=progress,
+        result = retrying_transient(
+            lambda: sync_table(
+                spark,
+                args.delta_table,
+                args.table,
+                format_version=args.format_version,
+                until_version=args.until_version,
+                allowed_roots=args.allow_root,
+                executors=settings.executors,
+                on_version=progress,
+            ),
+            on_retry=_retrying,
         )
         from dv_assets.mirror.iceberg.java import IcebergJava
         from dv_assets.mirror.iceberg.maintenance import DEFAULT_RETENTION, RetentionKeeper
@@ -190,7 +196,11 @@ def _mirror(args: argparse.Namespace, settings: MirrorSettings) -> int:
     except Exception as err:  # the one place a traceback is turned into a line
         if settings.debug:
             traceback.print_exc()
-        return _fail(args, EXIT_INTERNAL_ERROR, internal_error_line(err, spark_log), mirrored, spark_log)
+        code = exit_code_of(
+            err
+        )  # a storage error (exit 5), retried first while transient, or an internal one
+        line = error_line(err, spark_log)
+        return _fail(args, code, line, mirrored, spark_log)
     if spark_log is not None:
         # Kept only when it may explain a failure (its path is then in the error line).
         Path(spark_log).unlink(missing_ok=True)
@@ -206,6 +216,8 @@ def _up_to_date(args: argparse.Namespace, settings: MirrorSettings) -> SyncResul
         # One listing answers every question below (each would list `_delta_log` again otherwise).
         delta = DeltaTable(table_root_of(args.delta_table), io=io).listed_once()
         latest = delta.latest_version()
+    except StorageError:
+        raise  # the storage did not answer, or denied access: no verdict on the table (exit 5)
     except (OSError, ValueError) as err:
         raise MirrorInputError(f"table {args.delta_table}: {err}") from None
     if args.until_version is not None and args.until_version > latest:
@@ -230,6 +242,16 @@ def _up_to_date(args: argparse.Namespace, settings: MirrorSettings) -> SyncResul
     if retention_due(position.snapshot_times_ms, DEFAULT_RETENTION):
         return None  # nothing to mirror, but snapshots to expire: through Spark (Iceberg Java)
     return SyncResult(delta.table_root, args.table, position.format_version, position.last_mirrored, latest)
+
+
+def _retrying(err: BaseException, delay: float) -> None:
+    """A transient error retried (`follow.retrying_transient`): one line on stderr, as `--follow`'s."""
+    first = str(err).splitlines()[0][:300] if str(err) else ""
+    print(
+        f"dvmirror: retrying in {delay:.0f} s after: {type(err).__name__}: {first}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _report(args: argparse.Namespace, result: SyncResult, expiry: MaintenanceReport | None = None) -> int:
