@@ -219,9 +219,18 @@ def run_fleet(
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     io = io or FileIO(IcebergJava(spark).storage_properties())
     run = _Run(
-        spark, io, listener, stop, follow, interval, concurrency, versions_per_turn, executors, after_pass
+        spark,
+        io,
+        listener,
+        stop,
+        follow,
+        interval,
+        concurrency,
+        versions_per_turn,
+        executors,
+        after_pass,
+        new_iceberg=iceberg,
     )
-    run.new_iceberg = iceberg
     states = []
     for table in tables:
         root = table_root_of(table.delta_path)

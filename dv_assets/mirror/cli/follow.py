@@ -74,6 +74,16 @@ def error_line(error: BaseException, spark_log: str | None) -> str:
     return internal_error_line(error, spark_log)  # type: ignore[arg-type]
 
 
+def retrying_line(error: BaseException, delay: float) -> None:
+    """An error about to be retried: one line on stderr (one table's sync, once or following)."""
+    first = str(error).splitlines()[0][:300] if str(error) else ""
+    print(
+        f"dvmirror: retrying in {delay:.0f} s after: {type(error).__name__}: {first}",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 class SessionOutput:
     """What a run in one session prints: `fleet.FleetListener`'s events (`version` from the passes'
     threads, hence the lock), and the run's own. Subclasses say how."""
@@ -197,13 +207,7 @@ class OneTableOutput(SessionOutput):
                 line += " (again after a fresh start: another writer keeps committing)"
             self.final = (code, line)
             return
-        first = str(error).splitlines()[0][:300] if str(error) else ""
-        with self._lock:
-            print(
-                f"dvmirror: retrying in {retry_in:.0f} s after: {type(error).__name__}: {first}",
-                file=sys.stderr,
-                flush=True,
-            )
+        retrying_line(error, retry_in)
 
     def expired(self, table: FleetTable, report: MaintenanceReport, retention: Retention) -> None:
         self.emit(

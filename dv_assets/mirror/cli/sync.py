@@ -12,7 +12,6 @@ JVM; one with snapshots past retention starts Spark for the expiry."""
 from __future__ import annotations
 
 import argparse
-import sys
 import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,7 +25,13 @@ from dv_assets.mirror.cli.arguments import (
     position_without_jvm,
     settings_from,
 )
-from dv_assets.mirror.cli.follow import DEFAULT_INTERVAL_SECONDS, error_line, positive_seconds, version_line
+from dv_assets.mirror.cli.follow import (
+    DEFAULT_INTERVAL_SECONDS,
+    error_line,
+    positive_seconds,
+    retrying_line,
+    version_line,
+)
 from dv_assets.mirror.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
@@ -116,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         if args.follow:
             check_spark_can_start(settings)  # Java and the jars, before Spark's log or a folder
             return follow.run(args, settings)
-        up_to_date = retrying_transient(lambda: _up_to_date(args, settings), on_retry=_retrying)
+        up_to_date = retrying_transient(lambda: _up_to_date(args, settings), on_retry=retrying_line)
     except MirrorInputError as err:
         return _fail(args, EXIT_BAD_INPUT, err.one_line(), [], None)
     except StorageError as err:
@@ -181,7 +186,7 @@ def _mirror(args: argparse.Namespace, settings: MirrorSettings) -> int:
                 executors=settings.executors,
                 on_version=progress,
             ),
-            on_retry=_retrying,
+            on_retry=retrying_line,
         )
         from dv_assets.mirror.iceberg.java import IcebergJava
         from dv_assets.mirror.iceberg.maintenance import DEFAULT_RETENTION, RetentionKeeper
@@ -196,11 +201,8 @@ def _mirror(args: argparse.Namespace, settings: MirrorSettings) -> int:
     except Exception as err:  # the one place a traceback is turned into a line
         if settings.debug:
             traceback.print_exc()
-        code = exit_code_of(
-            err
-        )  # a storage error (exit 5), retried first while transient, or an internal one
-        line = error_line(err, spark_log)
-        return _fail(args, code, line, mirrored, spark_log)
+        # A storage error (exit 5; retried first while transient), or an internal one (exit 3).
+        return _fail(args, exit_code_of(err), error_line(err, spark_log), mirrored, spark_log)
     if spark_log is not None:
         # Kept only when it may explain a failure (its path is then in the error line).
         Path(spark_log).unlink(missing_ok=True)
@@ -242,16 +244,6 @@ def _up_to_date(args: argparse.Namespace, settings: MirrorSettings) -> SyncResul
     if retention_due(position.snapshot_times_ms, DEFAULT_RETENTION):
         return None  # nothing to mirror, but snapshots to expire: through Spark (Iceberg Java)
     return SyncResult(delta.table_root, args.table, position.format_version, position.last_mirrored, latest)
-
-
-def _retrying(err: BaseException, delay: float) -> None:
-    """A transient error retried (`follow.retrying_transient`): one line on stderr, as `--follow`'s."""
-    first = str(err).splitlines()[0][:300] if str(err) else ""
-    print(
-        f"dvmirror: retrying in {delay:.0f} s after: {type(err).__name__}: {first}",
-        file=sys.stderr,
-        flush=True,
-    )
 
 
 def _report(args: argparse.Namespace, result: SyncResult, expiry: MaintenanceReport | None = None) -> int:
