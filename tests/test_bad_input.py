@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError
+from dv_assets.mirror.errors import EXIT_STORAGE, InvalidDeletionVectorError, MirrorInputError
 from dv_assets.mirror.locations import iceberg_location
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.faults import (
@@ -212,6 +212,33 @@ def test_cli_tells_a_missing_path_from_a_folder_that_is_not_delta_and_a_version_
         f"dvmirror: table {root}: --until-version 99 is past the latest Delta version 1"
     )
     assert not cli_catalog(tmp_path).pyiceberg_catalog().table_exists("bad.past")
+
+
+def test_cli_a_storage_error_is_retried_then_exit_5_not_a_refusal(copy_fixture, tmp_path: Path) -> None:
+    """A real read error, not an injected one: version 1's commit file is a symlink to /proc/self/mem,
+    whose reads the kernel answers with EIO (as a failing disk would). Not bad input: retried twice
+    with a backoff (a line on stderr each), then exit 5 (a storage error) naming the file; version 0 is
+    mirrored, nothing of version 1 committed."""
+    root = copy_fixture(SMALL)
+    commit = root / COMMIT_1
+    commit.unlink()
+    commit.symlink_to("/proc/self/mem")
+    began = time.monotonic()
+    proc = sync_cli(tmp_path, root, "storage.eio", "--json")
+    assert proc.returncode == EXIT_STORAGE, proc.stdout + proc.stderr
+    assert time.monotonic() - began > 3  # the backoff: 1 s, then 2 s
+    report = json.loads(proc.stdout)
+    assert report["ok"] is False and report["exit_code"] == EXIT_STORAGE
+    assert report["mirrored_versions"] == [0]
+    assert f"storage unavailable: {commit}: cannot read log file" in report["error"], report
+    assert "Input/output error" in report["error"] and "Traceback" not in proc.stderr
+    lines = proc.stderr.splitlines()
+    assert [line.split(" after: ")[0] for line in lines[:-1]] == [
+        "dvmirror: retrying in 1 s",
+        "dvmirror: retrying in 2 s",
+    ], proc.stderr
+    assert lines[-1] == f"dvmirror: {report['error']}"
+    assert pyiceberg_state(cli_catalog(tmp_path), "storage.eio")[1:] == ("0", 1)
 
 
 def test_cli_removes_sparks_log_after_a_successful_run(copy_fixture, tmp_path: Path) -> None:

@@ -56,6 +56,7 @@ _EXPORTS = {
     "VersionResult": "dv_assets.mirror.results",
     "MirrorInputError": "dv_assets.mirror.errors",
     "MirrorConflictError": "dv_assets.mirror.errors",
+    "StorageError": "dv_assets.mirror.errors",
     # the Delta side, read from the log alone
     "DeltaTable": "dv_assets.mirror.delta.replay",
     "CommitFacts": "dv_assets.mirror.delta.facts",

@@ -5,10 +5,12 @@ Each table is mirrored by the passes `sync_table` makes for one table (every che
 scheduled here:
 
 * **isolated**: a table's refusal (MirrorInputError), lost race (MirrorConflictError) or error ends that
-  table's pass only, reported through `FleetListener.failed`; once, a refused table is done (its
-  verdict stands), a transient error is retried a few times; while following, every failure is retried
-  with the table's own backoff (1 s doubling to 60 s, reset by its next pass that succeeds), and the
-  other tables go on. Only a Spark session that is gone ends the run (`FleetSessionLost`).
+  table's pass only, reported through `FleetListener.failed`, and the other tables go on. Whether the
+  table is tried again is `follow.py`'s one policy: a transient error is retried with the table's own
+  backoff (1 s doubling to 60 s, reset by its next pass that succeeds; once, a few times), a first lost
+  race at once; a refusal, a second lost race in a row or any other error ends the table. The run ends
+  when every table has ended (following: or when stopped); a Spark session that is gone ends it at once
+  (`FleetSessionLost`). `dvmirror sync --follow` of one table is a fleet of one.
 * **fair**: of the tables due (a new commit seen, a retry whose time came), the most behind goes first:
   the one whose oldest commit not yet mirrored is the oldest (the commit file's modification time; a table
   whose position is not known yet first). A turn mirrors at most `versions_per_turn` versions, then the
@@ -34,15 +36,16 @@ from dataclasses import dataclass, field
 
 from pyspark.sql import SparkSession
 
-from dv_assets.mirror.errors import (
-    EXIT_BAD_INPUT,
-    EXIT_CONFLICT,
-    EXIT_INTERNAL_ERROR,
-    MirrorConflictError,
-    MirrorInputError,
-    worst_exit_code,
+from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError, worst_exit_code
+from dv_assets.mirror.follow import (
+    MAX_CONFLICTS_IN_A_ROW,
+    ONCE_ATTEMPTS,
+    Backoff,
+    CommitFile,
+    LogWatch,
+    exit_code_of,
+    is_transient,
 )
-from dv_assets.mirror.follow import MAX_CONFLICTS_IN_A_ROW, Backoff, CommitFile, LogWatch, is_transient
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.placement import DEFAULT_EXECUTOR_POLICY, ExecutorPolicy
@@ -52,8 +55,6 @@ from dv_assets.mirror.table_spec import FleetTable
 
 # Versions a table mirrors in one turn before the others get theirs.
 DEFAULT_VERSIONS_PER_TURN = 20
-# Attempts of a table whose pass fails with a transient error, in a once run.
-ONCE_ATTEMPTS = 3
 # How often the scheduler looks at the stop flag while passes are in flight.
 _WAKE_SECONDS = 0.5
 
@@ -83,7 +84,7 @@ class TableState:
     table: FleetTable
     delta_root: str
     watch: LogWatch
-    backoff: Backoff = field(default_factory=Backoff)
+    backoff: Backoff
     mirrored_version: int | None = None
     last_commit: CommitFile | None = None
     due: bool = True
@@ -166,6 +167,8 @@ class _Run:
     # Called in the pass's thread after a pass that reached Delta's latest version (the CLI applies the
     # table's retention there: `RetentionKeeper`).
     after_pass: Callable[[FleetTable, IcebergJava], None] | None = None
+    # A new Iceberg Java handle (tests inject faults through it); None: `IcebergJava(spark)`.
+    new_iceberg: Callable[[], IcebergJava] | None = None
     clock: Callable[[], float] = time.monotonic
     _local: threading.local = field(default_factory=threading.local)
 
@@ -173,7 +176,8 @@ class _Run:
         """This thread's Iceberg Java handle (it stages a transaction's files: one per thread)."""
         handle = getattr(self._local, "iceberg", None)
         if handle is None:
-            handle = self._local.iceberg = IcebergJava(self.spark)
+            made = self.new_iceberg() if self.new_iceberg is not None else IcebergJava(self.spark)
+            handle = self._local.iceberg = made
         return handle
 
 
@@ -190,68 +194,91 @@ def run_fleet(
     executors: ExecutorPolicy = DEFAULT_EXECUTOR_POLICY,
     io: FileIO | None = None,
     after_pass: Callable[[FleetTable, IcebergJava], None] | None = None,
+    iceberg: Callable[[], IcebergJava] | None = None,
+    backoff: Callable[[], Backoff] = Backoff,
 ) -> FleetResult:
     """Mirror every table of `tables` up to its latest Delta version (once), or keep doing it until `stop`
-    is set (`follow`). Raises FleetSessionLost when the Spark session is gone; every other failure is the
-    table's own (see the module docstring)."""
+    is set (`follow`); the run ends sooner when every table has ended (see the module docstring). Raises
+    FleetSessionLost when the Spark session is gone; every other failure is the table's own.
+    `iceberg` makes each pass thread's Iceberg Java handle, `backoff` each table's (tests)."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
     io = io or FileIO(IcebergJava(spark).storage_properties())
     run = _Run(
-        spark, io, listener, stop, follow, interval, concurrency, versions_per_turn, executors, after_pass
+        spark,
+        io,
+        listener,
+        stop,
+        follow,
+        interval,
+        concurrency,
+        versions_per_turn,
+        executors,
+        after_pass,
+        new_iceberg=iceberg,
     )
     states = []
     for table in tables:
         root = table.location.uri
-        state = TableState(table, root, LogWatch(root, io), mirrored_version=table.mirrored_hint)
-        states.append(state)
+        watch = LogWatch(root, io)
+        states.append(TableState(table, root, watch, backoff(), mirrored_version=table.mirrored_hint))
     _queue_times(states, io)
     application = str(spark.sparkContext.applicationId)
     jvm_pid = int(spark._jvm.java.lang.ProcessHandle.current().pid())
-    stopped = False
     in_flight: dict[Future[SyncResult], _Turn] = {}
-    next_poll = run.clock() + interval
     with ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="dvmirror-table") as pool:
         try:
-            while not stop.is_set():
-                now = run.clock()
-                busy = {id(t.state) for t in in_flight.values()}
-                if follow and now >= next_poll:
-                    _poll([s for s in states if not s.due and id(s) not in busy], io)
-                    next_poll = now + interval
-                ready = [
-                    s for s in states if s.due and not s.done and id(s) not in busy and s.not_before <= now
-                ]
-                ready.sort(key=lambda s: (s.pending_since, s.last_turn))
-                for state in ready[: concurrency - len(in_flight)]:
-                    state.last_turn = now
-                    turn = _Turn(run, state)
-                    in_flight[pool.submit(turn)] = turn
-                if not follow and not in_flight and all(s.done for s in states):
-                    break
-                # Woken by a pass ending, the stop flag, the next retry or poll due, whichever comes first.
-                waits = [s.not_before - now for s in states if s.due and not s.done and s.not_before > now]
-                if follow:
-                    waits.append(next_poll - now)
-                timeout = max(0.0, min([*waits, _WAKE_SECONDS]))
-                if in_flight:
-                    finished, _ = wait(list(in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
-                else:
-                    stop.wait(timeout)
-                    finished = set()
-                for future in finished:
-                    _settle(run, in_flight.pop(future), future)
+            _schedule(run, states, pool, in_flight)
             stopped = stop.is_set()
         finally:
-            stop.set()  # a pass in flight ends after its current version
-            for future in list(in_flight):
-                future.exception()  # waits
-            try:
-                for future, turn in in_flight.items():
-                    _settle(run, turn, future)
-            except FleetSessionLost:
-                pass  # already ending
+            _drain(run, in_flight)
     return FleetResult(states, stopped=stopped, spark_application=application, jvm_pid=jvm_pid)
+
+
+def _schedule(
+    run: _Run, states: list[TableState], pool: ThreadPoolExecutor, in_flight: dict[Future[SyncResult], _Turn]
+) -> None:
+    """The run's loop: poll, start the turns due (most behind first), settle those that end; until every
+    table has ended or `stop` is set."""
+    next_poll = run.clock() + run.interval
+    while not run.stop.is_set():
+        now = run.clock()
+        busy = {id(t.state) for t in in_flight.values()}
+        if run.follow and now >= next_poll:
+            _poll(run, [s for s in states if not s.due and not s.done and id(s) not in busy])
+            next_poll = now + run.interval
+        ready = [s for s in states if s.due and not s.done and id(s) not in busy and s.not_before <= now]
+        ready.sort(key=lambda s: (s.pending_since, s.last_turn))
+        for state in ready[: run.concurrency - len(in_flight)]:
+            state.last_turn = now
+            turn = _Turn(run, state)
+            in_flight[pool.submit(turn)] = turn
+        if not in_flight and all(s.done for s in states):
+            return
+        # Woken by a pass ending, the stop flag, the next retry or poll due, whichever comes first.
+        waits = [s.not_before - now for s in states if s.due and not s.done and s.not_before > now]
+        if run.follow:
+            waits.append(next_poll - now)
+        timeout = max(0.0, min([*waits, _WAKE_SECONDS]))
+        if in_flight:
+            finished, _ = wait(list(in_flight), timeout=timeout, return_when=FIRST_COMPLETED)
+        else:
+            run.stop.wait(timeout)
+            finished = set()
+        for future in finished:
+            _settle(run, in_flight.pop(future), future)
+
+
+def _drain(run: _Run, in_flight: dict[Future[SyncResult], _Turn]) -> None:
+    """The passes still in flight when the run ends: each ends after its current version, and is settled."""
+    run.stop.set()
+    for future in list(in_flight):
+        future.exception()  # waits
+    try:
+        for future, turn in in_flight.items():
+            _settle(run, turn, future)
+    except FleetSessionLost:
+        pass  # already ending
 
 
 def _queue_times(states: Sequence[TableState], io: FileIO) -> None:
@@ -259,26 +286,38 @@ def _queue_times(states: Sequence[TableState], io: FileIO) -> None:
     one stat call for all tables whose mirrored version is known (the others go first)."""
     known = [s for s in states if s.mirrored_version is not None]
     paths = [s.watch.commit_file(s.mirrored_version + 1) for s in known]  # type: ignore[operator]
-    for state, info in zip(known, io.stat_many(paths), strict=True):
+    try:
+        infos = io.stat_many(paths)
+    except OSError:  # the storage did not answer: the order is only an order (passes will ask again)
+        return
+    for state, info in zip(known, infos, strict=True):
         state.pending_since = info.mtime_s if info.exists and info.mtime_s is not None else -math.inf
 
 
-def _poll(idle: Sequence[TableState], io: FileIO) -> None:
+def _poll(run: _Run, idle: Sequence[TableState]) -> None:
     """Whether each idle table's next commit file exists (all asked at once), then one stat call for the
     last mirrored commit of those without one and for the new commits found (when they were written);
     those that changed become due, queued by when their next commit was written."""
+    io = run.io
     watched = [s for s in idle if s.mirrored_version is not None]
     for state in idle:
         if state.mirrored_version is None:
             state.due = True
+    if not watched:
+        return
     next_paths = [s.watch.commit_file(s.mirrored_version + 1) for s in watched]  # type: ignore[operator]
-    exists = io.exists_many(next_paths)
-    # For a table with a new commit: the commit's stat (its time); else: the last mirrored commit's.
-    asked = [
-        next_paths[i] if found else s.watch.commit_file(s.mirrored_version)  # type: ignore[arg-type]
-        for i, (s, found) in enumerate(zip(watched, exists, strict=True))
-    ]
-    infos = io.stat_many(asked)
+    try:
+        exists = io.exists_many(next_paths)
+        # For a table with a new commit: the commit's stat (its time); else: the last mirrored commit's.
+        asked = [
+            next_paths[i] if found else s.watch.commit_file(s.mirrored_version)  # type: ignore[arg-type]
+            for i, (s, found) in enumerate(zip(watched, exists, strict=True))
+        ]
+        infos = io.stat_many(asked)
+    except OSError as err:  # the storage did not answer the poll: the polled tables' failure
+        for state in watched:
+            _failed(run, state, err)
+        return
     for state, found, info in zip(watched, exists, infos, strict=True):
         if LogWatch.changed_from(found, None if found else info, state.last_commit):
             state.due = True
@@ -304,36 +343,48 @@ def _settle(run: _Run, turn: _Turn, future: Future[SyncResult]) -> None:
             return
         _succeeded(state)
         state.mirrored_version = synced.latest_delta_version
-        state.last_commit = state.watch.last_commit(state.mirrored_version)
+        try:
+            state.last_commit = state.watch.last_commit(state.mirrored_version)
+        except OSError:  # not known: the next poll finds it changed, and a pass asks the storage again
+            state.last_commit = None
         state.due = False
         state.done = not run.follow
         first, state.announced = not state.announced, True
         run.listener.caught_up(table, synced, first, state.versions_mirrored)
         return
+    _failed(run, state, err)
+
+
+def _failed(run: _Run, state: TableState, err: BaseException) -> None:
+    """A table's pass (or poll) failed with `err`: its record, whether and when it is tried again
+    (`follow.py`'s policy, `_retry_in`), its report."""
+    table = state.table
     if run.stop.is_set() and not isinstance(err, MirrorInputError | MirrorConflictError):
         return  # an error while stopping (e.g. the session shutting down) is no verdict on the table
-    code = _code(err)
+    code = exit_code_of(err)
     state.outcome = code
-    state.due = True
-    retry: float | None
-    if isinstance(err, MirrorConflictError):
-        state.conflicts += 1
-        retry = 0.0 if state.conflicts < MAX_CONFLICTS_IN_A_ROW else state.backoff.next_delay()
-    elif is_transient(err):
-        state.attempts += 1
-        retry = state.backoff.next_delay() if run.follow or state.attempts < ONCE_ATTEMPTS else None
-    elif isinstance(err, MirrorInputError):
-        retry = state.backoff.next_delay() if run.follow else None
-    else:
-        if not _session_alive(run.spark):
-            run.listener.failed(table, code, err, None)
-            raise FleetSessionLost(f"the Spark session is gone: {type(err).__name__}: {err}") from err
-        retry = state.backoff.next_delay() if run.follow else None
+    of_the_table = isinstance(err, MirrorInputError | MirrorConflictError) or is_transient(err)
+    if not of_the_table and not _session_alive(run.spark):
+        run.listener.failed(table, code, err, None)
+        raise FleetSessionLost(f"the Spark session is gone: {type(err).__name__}: {err}") from err
+    retry = _retry_in(run, state, err)
     if retry is None:
         state.done = True
     else:
+        state.due = True
         state.not_before = run.clock() + retry
     run.listener.failed(table, code, err, retry)
+
+
+def _retry_in(run: _Run, state: TableState, err: BaseException) -> float | None:
+    """Seconds until the table's next pass after `err`; None: the table has ended (`follow.py`'s policy)."""
+    if isinstance(err, MirrorConflictError):
+        state.conflicts += 1
+        return 0.0 if state.conflicts < MAX_CONFLICTS_IN_A_ROW else None
+    if is_transient(err):
+        state.attempts += 1
+        return state.backoff.next_delay() if run.follow or state.attempts < ONCE_ATTEMPTS else None
+    return None  # a refusal, a storage's definite answer, a bug: its verdict stands
 
 
 def _succeeded(state: TableState) -> None:
@@ -341,14 +392,6 @@ def _succeeded(state: TableState) -> None:
     state.backoff.reset()
     state.outcome = 0
     state.not_before = 0.0
-
-
-def _code(err: BaseException) -> int:
-    if isinstance(err, MirrorConflictError):
-        return EXIT_CONFLICT
-    if isinstance(err, MirrorInputError) and not is_transient(err):
-        return EXIT_BAD_INPUT
-    return EXIT_INTERNAL_ERROR
 
 
 def _session_alive(spark: SparkSession) -> bool:

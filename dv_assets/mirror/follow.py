@@ -1,22 +1,25 @@
-"""follow_table(): keep a mirror up to date in one long-lived Spark session (`dvmirror sync --follow`).
+"""What following a Delta table is made of, and the one policy for its failures; the loop is `fleet.run_fleet`
+(`dvmirror sync --follow` of one table is a fleet of one).
 
-A *pass* is `sync_table`: every check of a one-shot sync (the Iceberg table is this Delta table's mirror,
-the log still continues it, each version's files), then each new version as one snapshot. Between passes
-the loop *polls*: one stat of the next commit file and of the last mirrored one (no log listing, no JVM
-call), every `interval` seconds. A new commit file, or a last one gone or changed (the folder may now hold
-another table), starts the next pass; so a version waits at most one interval plus its own pass.
+The *poll* (`LogWatch`): one stat of the next commit file and of the last mirrored one (no log listing, no
+JVM call), every `interval` seconds. A new commit file, or a last one gone or changed (the folder may now
+hold another table), makes a pass due; so a version waits at most one interval plus its own pass. Each
+pass starts afresh from the Iceberg table as the catalog shows it (`sync.sync_table`): nothing of the
+mirror's state is kept between passes.
 
-Each pass starts afresh from the Iceberg table as the catalog shows it: nothing of the mirror's state is
-kept between passes, so another writer, a rollback or an expiry in between is seen (and refused or
-continued exactly as a one-shot sync would), never built upon blindly.
+The policy for a pass that failed, per table, once or following (`fleet._settle`):
+
+* a refusal (MirrorInputError, exit 2) ends the table: its verdict stands until a person looks;
+* a lost race (MirrorConflictError) is retried at once from a fresh start; a second in a row ends the table
+  (exit 4): something else keeps writing the mirror, which a mirror must not share;
+* a transient error (`is_transient`: a storage that does not answer, a catalog timing out) is retried after
+  a backoff of 1 s doubling to 60 s (`Backoff`), reset by the table's next pass that succeeds: while
+  following, without end; once, ONCE_ATTEMPTS passes in all, then it ends the table (exit 5 for storage);
+* a storage error that is a definite answer (a log file missing, access denied: exit 5), or anything else
+  (exit 3), ends the table.
 
 Stopping: `stop` (a threading.Event, set by SIGTERM/SIGINT through `stop_on_signals`) is asked between
 versions only; the version in flight finishes, its commit attempt and outcome included.
-
-Errors: a refusal (MirrorInputError) ends the loop. A lost race (MirrorConflictError: another writer
-committed first; nothing of the version landed) is retried at once from a fresh start; a second one in a
-row ends the loop. A transient error (`is_transient`) is retried after a backoff of 1 s doubling to 60 s,
-reset by the next pass that succeeds; anything else ends the loop.
 """
 
 from __future__ import annotations
@@ -24,32 +27,34 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
-
-from pyspark.sql import SparkSession
+from dataclasses import dataclass
+from typing import TypeVar
 
 from dv_assets.mirror.delta.log_files import LOG_DIR
-from dv_assets.mirror.errors import MirrorConflictError
-from dv_assets.mirror.iceberg.java import IcebergJava, is_transient_java_error
+from dv_assets.mirror.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CONFLICT,
+    EXIT_INTERNAL_ERROR,
+    EXIT_STORAGE,
+    MirrorConflictError,
+    MirrorInputError,
+    StorageError,
+    StorageUnavailableError,
+)
 from dv_assets.mirror.io import FileInfo, FileIO, NotARegularFileError
-from dv_assets.mirror.locations import table_root_of
-from dv_assets.mirror.placement import DEFAULT_EXECUTOR_POLICY, ExecutorPolicy
-from dv_assets.mirror.results import VersionResult
-from dv_assets.mirror.sync import sync_table
 
 FIRST_BACKOFF_SECONDS = 1.0
 MAX_BACKOFF_SECONDS = 60.0
-# Lost races in a row before giving up: the first is retried from a fresh start (which sees the other
-# writer's snapshots); a second means another writer keeps committing to the mirror, which a mirror must
-# not share, so it ends the loop (exit 4) instead of racing it forever.
+# Lost races in a row that end a table: the first is retried from a fresh start (which sees the other
+# writer's snapshots); a second means another writer keeps committing to the mirror.
 MAX_CONFLICTS_IN_A_ROW = 2
+# Passes of a table, in a run-once sync, while they fail with a transient error (then its error stands).
+ONCE_ATTEMPTS = 3
 
 # OSErrors that are a definite answer of the storage, not a failure to get one: retrying changes nothing.
-# A broken pipe is the reader of our own output gone (pyarrow reports a storage connection lost as a
-# plain OSError, never as BrokenPipeError).
+# A broken pipe is the reader of our own output gone.
 _DEFINITE_OS_ERRORS = (
     BrokenPipeError,
     FileNotFoundError,
@@ -58,18 +63,9 @@ _DEFINITE_OS_ERRORS = (
     NotADirectoryError,
     FileExistsError,
     NotARegularFileError,
+    StorageError,  # not found or permission denied (an unavailable one is asked first)
 )
-
-
-@dataclass
-class FollowResult:
-    delta_table: str
-    iceberg_table: str
-    mirrored_version: int | None  # the last Delta version the mirror shows when the loop stopped
-    mirrored_versions: list[int] = field(default_factory=list)  # committed by this loop, in order
-    retries: int = 0  # transient errors and lost races retried
-    # The first pass's line when it made the mirror from a version after 0 (`SyncResult.start_note`).
-    start_note: str | None = None
+_Result = TypeVar("_Result")
 
 
 @dataclass
@@ -90,27 +86,53 @@ class Backoff:
 
 
 def is_transient(err: BaseException) -> bool:
-    """Whether trying again later may succeed where `err` failed: a storage I/O error that is not a
-    definite answer (pyarrow raises plain OSError for S3 network and throttling errors), also when the
-    log reader turned it into a refusal naming the file (right for a one-shot sync, not for a loop that
-    can try again), or a Java exception of the catalog or storage not answering
-    (`iceberg/java.is_transient_java_error`)."""
-    for cause in _chain(err):
-        if isinstance(cause, OSError) and not isinstance(cause, _DEFINITE_OS_ERRORS):
-            return True
-        if is_transient_java_error(cause):
-            return True
-    return False
+    """Whether trying again later may succeed where `err` failed: a storage that did not answer
+    (`StorageUnavailableError`, raised where the I/O happens; or a plain OSError that is not a definite
+    answer, as pyarrow raises for S3 network errors past `FileIO`), or a Java exception of the catalog or
+    storage not answering (`iceberg/java.is_transient_java_error`). A refusal never is."""
+    if isinstance(err, StorageUnavailableError):
+        return True
+    if isinstance(err, OSError) and not isinstance(err, _DEFINITE_OS_ERRORS):
+        return True
+    if not type(err).__module__.startswith("py4j"):
+        return False  # not a Java exception: Spark's modules need not be loaded to ask (a run without a JVM)
+    from dv_assets.mirror.iceberg.java import is_transient_java_error
+
+    return is_transient_java_error(err)
 
 
-def _chain(err: BaseException) -> Iterator[BaseException]:
-    """`err` and its causes (explicit or implicit), each once."""
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
+def exit_code_of(err: BaseException) -> int:
+    """The exit code a pass's error stands for (`errors.py` defines them)."""
+    if isinstance(err, MirrorConflictError):
+        return EXIT_CONFLICT
+    if isinstance(err, MirrorInputError):
+        return EXIT_BAD_INPUT
+    if isinstance(err, StorageError) or (isinstance(err, OSError) and is_transient(err)):
+        return EXIT_STORAGE
+    return EXIT_INTERNAL_ERROR
+
+
+def retrying_transient(
+    attempt: Callable[[], _Result],
+    *,
+    on_retry: Callable[[BaseException, float], None] | None = None,
+    backoff: Backoff | None = None,
+    sleep: Callable[[float], None] = time.sleep,
+) -> _Result:
+    """`attempt()`, tried again after a backoff while it fails with a transient error, ONCE_ATTEMPTS times
+    in all: a run-once sync's policy (the fleet's `_settle` applies the same one to its passes)."""
+    backoff = backoff or Backoff()
+    for _ in range(ONCE_ATTEMPTS - 1):
+        try:
+            return attempt()
+        except Exception as err:
+            if not is_transient(err):
+                raise
+            delay = backoff.next_delay()
+            if on_retry is not None:
+                on_retry(err, delay)
+            sleep(delay)
+    return attempt()
 
 
 @dataclass(frozen=True)
@@ -155,108 +177,6 @@ class LogWatch:
         if self._io.exists_many([self.commit_file(version + 1)])[0]:
             return True
         return self.changed_from(False, self._io.stat(self.commit_file(version)), last)
-
-
-def follow_table(
-    spark: SparkSession,
-    delta_path: str | Path,
-    table_name: str,
-    *,
-    interval: float,
-    stop: threading.Event,
-    format_version: int | None = None,
-    allowed_roots: Sequence[str] = (),
-    executors: ExecutorPolicy = DEFAULT_EXECUTOR_POLICY,
-    on_following: Callable[[int | None], None] | None = None,
-    on_version: Callable[[VersionResult, float | None], None] | None = None,
-    on_retry: Callable[[BaseException, float], None] | None = None,
-    after_pass: Callable[[IcebergJava], None] | None = None,
-    iceberg: IcebergJava | None = None,
-    io: FileIO | None = None,
-    backoff: Backoff | None = None,
-) -> FollowResult:
-    """Mirror every Delta version not yet mirrored, then each new one as it appears, until `stop` is set.
-
-    `on_following(version)` is called once, when the first pass (the catch-up) is done; `on_version(result,
-    lag_seconds)` after each version committed (lag: now minus the Delta commit's timestamp; None when the
-    commit has none); `on_retry(error, delay)` before each retry; `after_pass(iceberg)` after each pass
-    that reached Delta's latest version (the CLI applies the table's retention there: `RetentionKeeper`;
-    its errors are the pass's). Raises MirrorInputError (a refusal),
-    MirrorConflictError (lost races in a row) or any error that is not transient; returns when stopped.
-    """
-    iceberg = iceberg or IcebergJava(spark)
-    io = io or FileIO(iceberg.storage_properties())
-    delta_root = table_root_of(delta_path)
-    watch = LogWatch(delta_root, io)
-    backoff = backoff or Backoff()
-    result = FollowResult(delta_root, table_name, None)
-    conflicts = 0
-    announced = False
-    pass_due = True
-    last_commit: CommitFile | None = None
-
-    def committed(version_result: VersionResult) -> None:
-        result.mirrored_versions.append(version_result.delta_version)
-        result.mirrored_version = version_result.delta_version
-        if on_version is not None:
-            committed_ms = version_result.delta_commit_ms
-            lag = None if committed_ms is None else max(0.0, time.time() - committed_ms / 1000)
-            on_version(version_result, lag)
-
-    while not stop.is_set():
-        try:
-            if pass_due:
-                synced = sync_table(
-                    spark,
-                    delta_root,
-                    table_name,
-                    format_version=format_version,
-                    allowed_roots=allowed_roots,
-                    executors=executors,
-                    on_version=committed,
-                    iceberg=iceberg,
-                    io=io,
-                    stop=stop.is_set,
-                )
-                if stop.is_set():  # maybe between two versions of the pass: the mirror is where it ended
-                    if not synced.versions:
-                        result.mirrored_version = synced.previously_mirrored
-                    break
-                result.start_note = result.start_note or synced.start_note
-                # Not stopped: the pass went up to the latest version its listing showed.
-                result.mirrored_version = synced.latest_delta_version
-                last_commit = watch.last_commit(result.mirrored_version)
-                if after_pass is not None:
-                    after_pass(iceberg)
-                pass_due, conflicts = False, 0
-                backoff.reset()
-                if not announced:
-                    announced = True
-                    if on_following is not None:
-                        on_following(result.mirrored_version)
-            elif stop.wait(interval):
-                break
-            else:
-                pass_due = watch.changed(result.mirrored_version, last_commit)
-        except MirrorConflictError as err:
-            conflicts += 1
-            if conflicts >= MAX_CONFLICTS_IN_A_ROW:
-                raise
-            result.retries += 1
-            pass_due = True  # a fresh start: the next pass reads the table as the other writer left it
-            if on_retry is not None:
-                on_retry(err, 0.0)
-        except Exception as err:
-            if not is_transient(err):  # a refusal (MirrorInputError), a bug, a JVM that is gone
-                raise
-            result.retries += 1
-            pass_due = True
-            delay = backoff.next_delay()
-            if on_retry is not None:
-                on_retry(err, delay)
-            if stop.wait(delay):
-                break
-    return result
 
 
 @contextmanager

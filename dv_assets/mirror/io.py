@@ -15,18 +15,20 @@ through the production path.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, TypeVar, cast
 from urllib.parse import urlparse
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
+from dv_assets.mirror.errors import StorageError
 from dv_assets.mirror.locations import comparable, store_of_scheme
 
 
@@ -238,6 +240,36 @@ class NotARegularFileError(OSError):
     """The location is a folder, a FIFO or a device: a definite answer of the storage, not a failure."""
 
 
+# What a storage's answer says for certain: left as they are, the caller's to judge (a data file that
+# does not exist is a refusal of its version; a log file that does not exist, a storage error: log.py).
+_DEFINITE_ANSWERS = (
+    FileNotFoundError,
+    NotARegularFileError,
+    IsADirectoryError,
+    NotADirectoryError,
+    FileExistsError,
+    StorageError,
+)
+_Read = TypeVar("_Read", bound=Callable[..., Any])
+
+
+def _storage_errors(read: _Read) -> _Read:
+    """A read of FileIO whose other OSErrors (a connection refused or reset, a timeout, throttling, an
+    I/O error, access denied) are raised as `errors.StorageError`s naming the location asked."""
+
+    @functools.wraps(read)
+    def reading(self: FileIO, location: str | Sequence[str], *args: Any, **kwargs: Any) -> Any:
+        try:
+            return read(self, location, *args, **kwargs)
+        except _DEFINITE_ANSWERS:
+            raise
+        except OSError as err:
+            named = location if isinstance(location, str) else ", ".join(location[:3])
+            raise StorageError.of(err, named) from err
+
+    return cast(_Read, reading)
+
+
 class FileIO:
     """Storage access by location. Holds only its properties (so it pickles into Spark tasks); one
     instance may be shared by threads."""
@@ -301,26 +333,31 @@ class FileIO:
             raise NotARegularFileError(f"{location} is not a regular file")
         return filesystem, path
 
+    @_storage_errors
     def open_input(self, location: str) -> pa.NativeFile:
         """A random-access handle (`size()`, `read_at()`); the caller closes it."""
         filesystem, path = self._regular_file(location)
         return _opened(filesystem.open_input_file, location, path)
 
+    @_storage_errors
     def read(self, location: str) -> bytes:
         filesystem, path = self._regular_file(location)
         with _opened(filesystem.open_input_stream, location, path) as stream:
             return stream.read()
 
+    @_storage_errors
     def parquet_row_count(self, location: str) -> int:
         """Rows of a Parquet file, from its footer alone."""
         with self.open_input(location) as handle:
             return pq.ParquetFile(handle).metadata.num_rows
 
+    @_storage_errors
     def stat(self, location: str) -> FileInfo:
         filesystem, path = self.resolve(location)
         info = filesystem.get_file_info(path)
         return self._info(location, info)
 
+    @_storage_errors
     def stat_many(self, locations: Sequence[str]) -> list[FileInfo]:
         """`stat` of each location, in order: one file-system call per local file system, concurrent
         requests (at most REQUEST_CONCURRENCY at a time) on an object store."""
@@ -329,6 +366,7 @@ class FileIO:
             for location, info in zip(locations, self._stat_all(locations), strict=True)
         ]
 
+    @_storage_errors
     def exists_many(self, locations: Sequence[str]) -> list[bool]:
         """Whether each location is a file, in order, at one request each on an object store: pyarrow's
         stat of a missing object asks twice (is it an object, else a folder?), its open asks once.
@@ -342,6 +380,7 @@ class FileIO:
         with ThreadPoolExecutor(min(REQUEST_CONCURRENCY, len(filesystem_paths))) as pool:
             return list(pool.map(lambda pair: _opens(*pair), filesystem_paths))
 
+    @_storage_errors
     def file_sizes(
         self, locations: Sequence[str], *, listing: FolderListing | None = None
     ) -> list[int | None]:
@@ -386,6 +425,7 @@ class FileIO:
                 found[index] = info
         return found
 
+    @_storage_errors
     def list_dir(self, location: str, *, from_name: str = "") -> list[FileInfo]:
         """The entries directly under the folder `location` (none when it does not exist), by name; with
         `from_name`, only those whose name sorts at or after it (`listFrom`)."""

@@ -35,7 +35,13 @@ from dagster._utils.schedules import get_latest_completed_cron_tick  # what Dags
 from dv_assets.defs.signatures import evaluated
 from dv_assets.defs.sources import DeltaSource, Freshness
 from dv_assets.defs.status_metadata import lag_metadata
-from dv_assets.mirror import MirrorInputError, MirrorStatus, mirror_status, read_mirror_table
+from dv_assets.mirror import (
+    MirrorInputError,
+    MirrorStatus,
+    StorageError,
+    mirror_status,
+    read_mirror_table,
+)
 from resources.spark import IcebergSparkResource
 
 MIRROR_LAG_CHECK = "mirror_lag_within_freshness"
@@ -156,7 +162,8 @@ def build_lag_checks(source: DeltaSource) -> list[dg.AssetChecksDefinition]:
         try:
             mirror = read_mirror_table(spark.settings.catalog, source.iceberg_table)
             status = mirror_status(delta, mirror, source.iceberg_table)
-        except MirrorInputError as err:  # a foreign commit: where the mirror stands is unknown
+        # A foreign commit, or a Delta log that could not be read: where the mirror stands is unknown.
+        except (MirrorInputError, StorageError) as err:
             return dg.AssetCheckResult(passed=False, description=f"cannot tell the lag: {err}")
         return lag_check_result(status, freshness, time.time())[1]
 

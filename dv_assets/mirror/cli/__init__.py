@@ -36,7 +36,9 @@ DVMIRROR_IVY (default ~/.cache/dvmirror/ivy; later runs reuse it without resolvi
 Exit codes: 0 done (also when there was nothing new), 2 bad input (one line on stderr naming the table,
 the version, the file and the reason; the mirror stays at its last good version), 3 internal error,
 4 conflict (another writer committed to the Iceberg table meanwhile; nothing of this run was committed;
-rerun). With --json a failure is reported on stdout too: {"ok": false, "exit_code", "error",
+rerun), 5 storage error (the storage did not answer, after retries, or answered that a file of the log is
+gone or may not be read; never a refusal; nothing of the failed version committed). With --json a
+failure is reported on stdout too: {"ok": false, "exit_code", "error",
 "mirrored_versions" (those committed before the failure), "spark_log"}.
 """
 

@@ -15,11 +15,14 @@ every 10 minutes): snapshots past it expired, the mirror's own files only they u
 JVM: its expiry needs Iceberg Java.
 
 Once (no --follow): each table is checked without a JVM first (its path, its mirror read through pyiceberg:
-a table already up to date, or refused, answers there), then the others are mirrored in one Spark session,
-the most behind first, at most --concurrency at a time; a table refused or failing does not stop the
-others. --follow: after each table's catch-up, it keeps mirroring each new version as it appears, polling
-every --interval seconds; a failing table is retried with a backoff of its own (1 s doubling to 60 s)
-until SIGTERM/SIGINT, which ends the passes in flight between versions.
+a table already up to date, or refused, answers there), then the others are mirrored in one Spark session
+(`cli/follow.run_in_one_session`, the one front end of `fleet.run_fleet`), the most behind first, at most
+--concurrency at a time; a table refused or failing does not stop the others. --follow: after each table's
+catch-up, it keeps mirroring each new version as it appears, polling every --interval seconds, until
+SIGTERM/SIGINT (which ends the passes in flight between versions) or until every table has ended. What is
+retried is `follow.py`'s one policy: a transient error with the table's own backoff (1 s doubling to 60 s;
+once: 3 passes in all), a first lost race at once; a refusal, a second lost race in a row, a storage error
+that is a definite answer or any other error ends the table.
 
 Output, flushed line by line. Text: one line per event, naming the Iceberg table first:
   `NS.T: mirrored Delta version V (…)` (the single-table line; while following `, lag X s` is added),
@@ -41,21 +44,18 @@ With --json, JSON Lines on stdout instead, one object per event, each with `even
   {"event": "failed", …table, "exit_code", "error", "retry_in_seconds" (null: not retried)}
   {"event": "summary", "ok", "exit_code", "stopped", "spark_application", "jvm_pid" (null: no JVM was
    needed), "spark_log", "tables": [{…table, "state", "exit_code", "mirrored_version",
-   "versions_mirrored"}]}     last; `state`: mirrored, refused, error, conflict or not reached
+   "versions_mirrored"}]}     last; `state`: mirrored, refused, error, conflict, storage error or not reached
 The failure lines go to stderr in both modes.
 
-Exit code: the worst of the tables' (3 internal error > 2 refused > 4 conflict > 0), as their last pass
-left them: 0 every table mirrored; a bad tables file or flags: 2 before anything starts; a Spark session
-that is gone ends the run with 3. After SIGTERM/SIGINT the same sum: 0 when every table's last pass
-succeeded.
+Exit code: the worst of the tables' (3 internal error > 2 refused > 5 storage error > 4 conflict > 0), as
+their last pass left them: 0 every table mirrored; a bad tables file or flags: 2 before anything starts; a
+Spark session that is gone ends the run with 3. After SIGTERM/SIGINT the same sum: 0 when every table's
+last pass succeeded.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import sys
-import threading
 import traceback
 from dataclasses import asdict, replace
 from pathlib import Path
@@ -67,29 +67,36 @@ from dv_assets.mirror.cli.arguments import (
     position_without_jvm,
     settings_from,
 )
-from dv_assets.mirror.cli.follow import DEFAULT_INTERVAL_SECONDS, version_line
+from dv_assets.mirror.cli.follow import SessionOutput, error_line, lag_text, run_in_one_session, version_line
 from dv_assets.mirror.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
     EXIT_INTERNAL_ERROR,
-    child_stderr_to_log,
-    internal_error_line,
+    EXIT_STORAGE,
     report_failure,
 )
 from dv_assets.mirror.cli.retention import expiry_json, expiry_text
 from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError, worst_exit_code
+from dv_assets.mirror.errors import MirrorInputError, StorageError, worst_exit_code
 from dv_assets.mirror.iceberg.maintenance import DEFAULT_RETENTION, Retention, retention_due
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.table_spec import FleetTable, load_tables_file
 
 if TYPE_CHECKING:  # fleet.py imports pyspark: not for `--help` nor a run answered without a JVM
-    from dv_assets.mirror.iceberg.java import IcebergJava
+    from pyspark.sql import SparkSession
+
+    from dv_assets.mirror.fleet import FleetResult
     from dv_assets.mirror.iceberg.maintenance import MaintenanceReport
     from dv_assets.mirror.results import SyncResult, VersionResult
 
-STATES = {0: "mirrored", EXIT_BAD_INPUT: "refused", EXIT_INTERNAL_ERROR: "error", EXIT_CONFLICT: "conflict"}
+STATES = {
+    0: "mirrored",
+    EXIT_BAD_INPUT: "refused",
+    EXIT_INTERNAL_ERROR: "error",
+    EXIT_CONFLICT: "conflict",
+    EXIT_STORAGE: "storage error",
+}
 
 
 def add_arguments(sync: argparse.ArgumentParser) -> None:
@@ -118,64 +125,62 @@ def _positive_int(text: str) -> int:
     return value
 
 
-class _Fleet:
-    """The run's output (thread-safe: versions are reported from the passes' threads) and its tally of
-    the tables answered without a JVM."""
+class FleetOutput(SessionOutput):
+    """A tables file's output (the module docstring), and its tally of the tables answered without a JVM."""
 
     def __init__(self, args: argparse.Namespace) -> None:
-        self.json = bool(args.json)
-        self.follow = bool(args.follow)
-        self.interval = args.interval or DEFAULT_INTERVAL_SECONDS
-        self._lock = threading.Lock()
+        super().__init__(args)
         # Per table answered without a JVM: (table fields, exit code, mirrored version).
         self.answered: list[tuple[dict[str, Any], int, int | None]] = []
+        self.application: str | None = None
 
-    def emit(self, text: str, event: dict[str, Any], *, error: bool = False) -> None:
-        with self._lock:
-            if error:
-                print(f"dvmirror: {text}", file=sys.stderr, flush=True)
-            if self.json:
-                print(json.dumps(event), flush=True)
-            elif not error:
-                print(text, flush=True)
+    def session(self, spark: SparkSession, tables: int) -> None:
+        self.application = str(spark.sparkContext.applicationId)
+        self.emit(
+            f"one Spark session ({self.application}) for {tables} tables",
+            {
+                "event": "session",
+                "tables": tables,
+                "concurrency": self.args.concurrency or 1,
+                "spark_application": self.application,
+                "jvm_pid": int(spark._jvm.java.lang.ProcessHandle.current().pid()),
+            },
+        )
 
-    # -- the engine's listener (fleet.FleetListener) ---------------------------------------------
     def version(self, table: FleetTable, result: VersionResult, lag_seconds: float | None) -> None:
         text = f"{table.iceberg_table}: {version_line(result)}"
         if self.follow:
-            text += (
-                ", lag unknown (no commit timestamp)" if lag_seconds is None else f", lag {lag_seconds:.1f} s"
-            )
+            text += f", {lag_text(lag_seconds)}"
         lag = None if lag_seconds is None else round(lag_seconds, 3)
         self.emit(text, {"event": "version", **_fields(table), **asdict(result), "lag_seconds": lag})
 
     def caught_up(self, table: FleetTable, result: SyncResult, first: bool, versions: int) -> None:
-        if first:
-            if result.start_note is not None and not self.json:
-                self.emit(f"{table.iceberg_table}: {result.start_note}", {})
-            self.synced(table, result.latest_delta_version, result.latest_delta_version, versions)
-            if self.follow:
-                where = f"{table.delta_path} every {self.interval:g} s"
-                self.emit(
-                    f"{table.iceberg_table}: following {where} (mirrored up to version "
-                    f"{result.latest_delta_version})",
-                    {
-                        "event": "following",
-                        **_fields(table),
-                        "interval_seconds": self.interval,
-                        "mirrored_version": result.latest_delta_version,
-                    },
-                )
+        if not first:
+            return
+        if result.start_note is not None and not self.json:
+            self.emit(f"{table.iceberg_table}: {result.start_note}", {})
+        self.synced(table, result.latest_delta_version, result.latest_delta_version, versions)
+        if self.follow:
+            where = f"{table.delta_path} every {self.interval:g} s"
+            self.emit(
+                f"{table.iceberg_table}: following {where} (mirrored up to version "
+                f"{result.latest_delta_version})",
+                {
+                    "event": "following",
+                    **_fields(table),
+                    "interval_seconds": self.interval,
+                    "mirrored_version": result.latest_delta_version,
+                },
+            )
 
     def failed(self, table: FleetTable, code: int, error: BaseException, retry_in: float | None) -> None:
-        line = _error_line(error)
+        line = error_line(error, None)
         then = "not retried" if retry_in is None else f"retrying in {retry_in:.0f} s"
         event = {"event": "failed", **_fields(table), "exit_code": code, "error": line}
         self.emit(
             f"{table.iceberg_table}: {line}; {then}", {**event, "retry_in_seconds": retry_in}, error=True
         )
 
-    # -- the rest of the output -------------------------------------------------------------------
     def synced(
         self, table: FleetTable, mirrored: int | None, latest: int, count: int, note: str | None = None
     ) -> None:
@@ -199,9 +204,9 @@ class _Fleet:
             {"event": "expired", **_fields(table), **(expiry_json(report) or {})},
         )
 
-    def refused_without_jvm(self, table: FleetTable, line: str) -> None:
-        self.answered.append((_fields(table), EXIT_BAD_INPUT, None))
-        event = {"event": "failed", **_fields(table), "exit_code": EXIT_BAD_INPUT, "error": line}
+    def refused_without_jvm(self, table: FleetTable, code: int, line: str) -> None:
+        self.answered.append((_fields(table), code, None))
+        event = {"event": "failed", **_fields(table), "exit_code": code, "error": line}
         self.emit(
             f"{table.iceberg_table}: {line}; not retried", {**event, "retry_in_seconds": None}, error=True
         )
@@ -210,19 +215,49 @@ class _Fleet:
         self.answered.append((_fields(table), 0, version))
         self.synced(table, version, latest, 0)
 
+    def crashed(self, code: int, line: str) -> int:
+        return report_failure(self.args, code, line, spark_log=self.spark_log)
+
+    def ended(self, result: FleetResult | None) -> int:
+        return _summary(self, result)
+
 
 def _fields(table: FleetTable) -> dict[str, Any]:
     return {"table": table.name, "iceberg_table": table.iceberg_table, "delta_table": table.delta_path}
 
 
-def _error_line(error: BaseException) -> str:
-    if isinstance(error, MirrorInputError | MirrorConflictError):
-        return error.one_line()
-    return internal_error_line(error, None)  # type: ignore[arg-type]
-
-
 def run(args: argparse.Namespace) -> int:
     """`dvmirror sync --tables FILE`: see the module docstring."""
+    wrong = _flags_refused(args)
+    if wrong is not None:
+        return report_failure(args, EXIT_BAD_INPUT, wrong)
+    try:
+        settings, tables, retentions = load_tables(args)
+        check_catalog_reachable(settings.catalog)
+    except (MirrorInputError, ValueError) as err:
+        line = err.one_line() if isinstance(err, MirrorInputError) else str(err).splitlines()[0]
+        return report_failure(args, EXIT_BAD_INPUT, line)
+    output = FleetOutput(args)
+    to_mirror = [
+        t
+        for t in (
+            _checked(output, settings, t, retentions.get(t.iceberg_table, DEFAULT_RETENTION)) for t in tables
+        )
+        if t is not None
+    ]
+    if not to_mirror:  # every table answered without a JVM
+        return output.ended(None)
+    try:
+        from dv_assets.mirror.spark import check_spark_can_start
+
+        check_spark_can_start(settings)  # Java and the jars: one line (exit 2) before Spark's log
+    except MirrorInputError as err:
+        return report_failure(args, EXIT_BAD_INPUT, err.one_line())
+    return run_in_one_session(settings, to_mirror, retentions, output)
+
+
+def _flags_refused(args: argparse.Namespace) -> str | None:
+    """The line refusing flags that cannot go with --tables; None when they all can."""
     wrong = [
         flag
         for flag, given in (
@@ -235,82 +270,10 @@ def run(args: argparse.Namespace) -> int:
         if given
     ]
     if wrong:
-        line = f"--tables names every table and its settings: it cannot be combined with {', '.join(wrong)}"
-        return report_failure(args, EXIT_BAD_INPUT, line)
+        return f"--tables names every table and its settings: it cannot be combined with {', '.join(wrong)}"
     if args.interval is not None and not args.follow:
-        return report_failure(args, EXIT_BAD_INPUT, "--interval applies to --follow only")
-    try:
-        settings, tables, retentions = load_tables(args)
-        check_catalog_reachable(settings.catalog)
-    except (MirrorInputError, ValueError) as err:
-        line = err.one_line() if isinstance(err, MirrorInputError) else str(err).splitlines()[0]
-        return report_failure(args, EXIT_BAD_INPUT, line)
-    fleet = _Fleet(args)
-    to_mirror = [
-        t
-        for t in (
-            _checked(fleet, settings, t, retentions.get(t.iceberg_table, DEFAULT_RETENTION)) for t in tables
-        )
-        if t is not None
-    ]
-    if not to_mirror:  # every table answered without a JVM
-        return _summary(fleet, None, None, None)
-    try:
-        from dv_assets.mirror.spark import check_spark_can_start
-
-        check_spark_can_start(settings)  # Java and the jars: one line (exit 2) before Spark's log
-    except MirrorInputError as err:
-        return report_failure(args, EXIT_BAD_INPUT, err.one_line())
-    spark_log = None if settings.debug else child_stderr_to_log()
-    try:
-        # Imported here so that `--help`, argument errors and runs answered without a JVM start none.
-        from dv_assets.mirror.fleet import FleetSessionLost, run_fleet
-        from dv_assets.mirror.follow import stop_on_signals
-        from dv_assets.mirror.iceberg.maintenance import RetentionKeeper
-        from dv_assets.mirror.spark import get_or_create_spark
-
-        keeper = RetentionKeeper(retentions)
-
-        def keep_retention(table: FleetTable, iceberg: IcebergJava) -> None:
-            report = keeper.after_pass(iceberg, table.iceberg_table)
-            if report is not None:
-                fleet.expired(table, report, keeper.retention(table.iceberg_table))
-
-        with stop_on_signals() as stop:
-            spark = get_or_create_spark(settings)
-            application = str(spark.sparkContext.applicationId)
-            fleet.emit(
-                f"one Spark session ({application}) for {len(to_mirror)} tables",
-                {
-                    "event": "session",
-                    "tables": len(to_mirror),
-                    "concurrency": args.concurrency or 1,
-                    "spark_application": application,
-                    "jvm_pid": int(spark._jvm.java.lang.ProcessHandle.current().pid()),
-                },
-            )
-            result = run_fleet(
-                spark,
-                to_mirror,
-                stop=stop,
-                listener=fleet,  # type: ignore[arg-type]  # FleetListener's methods, without the import
-                follow=bool(args.follow),
-                interval=fleet.interval,
-                concurrency=args.concurrency or 1,
-                executors=settings.executors,
-                after_pass=keep_retention,
-            )
-    except FleetSessionLost as err:
-        return report_failure(
-            args, EXIT_INTERNAL_ERROR, internal_error_line(err, spark_log), spark_log=spark_log
-        )
-    except Exception as err:  # the one place a traceback is turned into a line
-        if settings.debug:
-            traceback.print_exc()
-        return report_failure(
-            args, EXIT_INTERNAL_ERROR, internal_error_line(err, spark_log), spark_log=spark_log
-        )
-    return _summary(fleet, result, spark_log, application)
+        return "--interval applies to --follow only"
+    return None
 
 
 def load_tables(args: argparse.Namespace) -> tuple[MirrorSettings, list[FleetTable], dict[str, Retention]]:
@@ -341,7 +304,7 @@ def load_tables(args: argparse.Namespace) -> tuple[MirrorSettings, list[FleetTab
 
 
 def _checked(
-    fleet: _Fleet, settings: MirrorSettings, table: FleetTable, retention: Retention
+    fleet: FleetOutput, settings: MirrorSettings, table: FleetTable, retention: Retention
 ) -> FleetTable | None:
     """The table to mirror (with its mirrored version when read), or None when answered without a JVM:
     refused, or (once) up to date with no snapshot past `retention`. While following, a refusal is the
@@ -358,9 +321,11 @@ def _checked(
             settings, delta, table.iceberg_table, table.format_version, latest, latest
         )
     except MirrorInputError as err:
-        return _refused(fleet, table, err.one_line())
+        return _refused(fleet, table, EXIT_BAD_INPUT, err.one_line())
+    except StorageError:
+        return table  # the storage did not answer here: the engine's passes retry it and report it
     except (OSError, ValueError) as err:
-        return _refused(fleet, table, f"table {table.delta_path}: {err}")
+        return _refused(fleet, table, EXIT_BAD_INPUT, f"table {table.delta_path}: {err}")
     except Exception:  # pyiceberg could not answer: Iceberg Java, the sync's own reader, will
         if settings.debug:
             traceback.print_exc()
@@ -374,42 +339,38 @@ def _checked(
     return replace(table, mirrored_hint=position.last_mirrored)
 
 
-def _refused(fleet: _Fleet, table: FleetTable, line: str) -> FleetTable | None:
-    if fleet.follow:
-        return table  # reported, and retried with its backoff, by the follower
-    fleet.refused_without_jvm(table, line)
+def _refused(fleet: FleetOutput, table: FleetTable, code: int, line: str) -> FleetTable | None:
+    fleet.refused_without_jvm(table, code, line)
     return None
 
 
-def _summary(fleet: _Fleet, result: Any, spark_log: str | None, application: str | None) -> int:
+def _summary(fleet: FleetOutput, result: FleetResult | None) -> int:
     """The last line (or object), and the exit code: the worst of the tables'."""
-    from_jvm: list[tuple[dict[str, Any], int | None, int | None, int]] = [
+    rows: list[tuple[dict[str, Any], int | None, int | None, int]] = [
         (fields, code, version, 0) for fields, code, version in fleet.answered
     ]
     if result is not None:
-        from_jvm += [
+        rows += [
             (_fields(s.table), s.outcome, s.mirrored_version, s.versions_mirrored) for s in result.tables
         ]
-    codes = [code or 0 for _, code, _, _ in from_jvm]
-    exit_code = worst_exit_code(codes)
-    states = [STATES[code] if code is not None else "not reached" for _, code, _, _ in from_jvm]
+    exit_code = worst_exit_code([code or 0 for _, code, _, _ in rows])
+    states = [STATES[code] if code is not None else "not reached" for _, code, _, _ in rows]
+    spark_log = fleet.spark_log
     if spark_log is not None and exit_code == 0:
         Path(spark_log).unlink(missing_ok=True)  # kept only when it may explain a failure
         spark_log = None
-    counts = {
-        state: states.count(state) for state in ("mirrored", "refused", "error", "conflict", "not reached")
-    }
+    counts = {state: states.count(state) for state in (*STATES.values(), "not reached")}
     verb = "stopped following" if fleet.follow else "synced"
     tally = ", ".join(f"{n} {state}" for state, n in counts.items() if n or state in ("mirrored", "refused"))
     log = "" if spark_log is None else f" (Spark's log: {spark_log})"
     fleet.emit(
-        f"{verb} {len(from_jvm)} tables: {tally}; exit {exit_code}{log}",
+        f"{verb} {len(rows)} tables: {tally}; exit {exit_code}{log}",
         {
             "event": "summary",
             "ok": exit_code == 0,
             "exit_code": exit_code,
             "stopped": bool(result is not None and result.stopped),
-            "spark_application": application,
+            "spark_application": fleet.application,
             "jvm_pid": None if result is None else result.jvm_pid,
             "spark_log": spark_log,
             "tables": [
@@ -420,7 +381,7 @@ def _summary(fleet: _Fleet, result: Any, spark_log: str | None, application: str
                     "mirrored_version": version,
                     "versions_mirrored": n,
                 }
-                for (fields, code, version, n), state in zip(from_jvm, states, strict=True)
+                for (fields, code, version, n), state in zip(rows, states, strict=True)
             ],
         },
     )

@@ -1,13 +1,17 @@
-"""`dvmirror sync --follow`: the CLI side of `follow.py` (its output, its exit codes).
+"""The one CLI front end of `fleet.run_fleet`: `dvmirror sync DELTA --table T --follow` (a fleet of one) and
+`dvmirror sync --tables FILE [--follow]` (cli/fleet.py) start one Spark session, run the one loop in it
+and print what it reports through an output of their own (`SessionOutput`): the tables file's lines
+name their table (`FleetOutput`), one table's keep the single-table contract (`OneTableOutput`, here).
 
-stdout, flushed line by line: once the catch-up is done, `following DELTA into TABLE every N s (mirrored
-up to version V)`; then one line per mirrored version (the line `dvmirror sync` prints, plus `lag X s`:
-now minus the Delta commit's timestamp); `TABLE: expired K snapshots past its retention (…)` when the
-table's retention (`DEFAULT_RETENTION`), looked at after the catch-up and then at most every 10 minutes,
-expired some (`RetentionKeeper`); `stopped following …` after SIGTERM/SIGINT. With --json, JSON Lines
-instead: one object per line, each with an `event` ("following", "version", "expired", "stopped"), a failure
-as `{"ok": false, "exit_code", "error", "mirrored_versions", "spark_log"}`. A transient error retried is
-one line on stderr (`dvmirror: retrying in D s after: …`).
+One table, stdout, flushed line by line: once the catch-up is done, `following DELTA into TABLE every N s
+(mirrored up to version V)`; then one line per mirrored version (the line `dvmirror sync` prints, plus
+`lag X s`: now minus the Delta commit's timestamp); `TABLE: expired K snapshots past its retention (…)`
+when the table's retention (`DEFAULT_RETENTION`), looked at after the catch-up and then at most every 10
+minutes, expired some (`RetentionKeeper`); `stopped following …` after SIGTERM/SIGINT. With --json, JSON
+Lines instead: one object per line, each with an `event` ("following", "version", "expired", "stopped"), a
+failure as `{"ok": false, "exit_code", "error", "mirrored_versions", "spark_log"}`. An error retried is one
+line on stderr (`dvmirror: retrying in D s after: …`); what is retried and what ends the run is
+`follow.py`'s policy.
 """
 
 from __future__ import annotations
@@ -15,24 +19,29 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import traceback
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from dv_assets.mirror.cli.output import (
-    EXIT_BAD_INPUT,
     EXIT_CONFLICT,
     EXIT_INTERNAL_ERROR,
+    child_stderr_to_log,
     internal_error_line,
 )
 from dv_assets.mirror.cli.retention import expiry_json, expiry_text
-from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
+from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError, StorageError
 from dv_assets.mirror.settings import MirrorSettings
 
-if TYPE_CHECKING:  # sync.py imports pyspark: not for `--help`
+if TYPE_CHECKING:  # fleet.py imports pyspark: not for `--help`
+    from pyspark.sql import SparkSession
+
+    from dv_assets.mirror.fleet import FleetResult, FleetTable
     from dv_assets.mirror.iceberg.java import IcebergJava
-    from dv_assets.mirror.results import VersionResult
+    from dv_assets.mirror.iceberg.maintenance import MaintenanceReport, Retention
+    from dv_assets.mirror.results import SyncResult, VersionResult
 
 DEFAULT_INTERVAL_SECONDS = 5.0
 
@@ -54,101 +63,192 @@ def _dv_work(result: VersionResult) -> str:
     return result.dv_placement
 
 
-def _emit(args: argparse.Namespace, text: str, event: dict) -> None:
-    print(json.dumps(event) if args.json else text, flush=True)
-
-
-def _lag_text(lag: float | None) -> str:
+def lag_text(lag: float | None) -> str:
     return "lag unknown (no commit timestamp)" if lag is None else f"lag {lag:.1f} s"
 
 
-def run(args: argparse.Namespace, settings: MirrorSettings, spark_log: str | None) -> int:
-    """Follow `args.delta_table` into `args.table` until SIGTERM/SIGINT (0), a refusal (2), an internal
-    error (3) or lost races in a row (4). `spark_log`: where the JVM's stderr goes (None: debug)."""
-    mirrored: list[int] = []
-    interval = args.interval or DEFAULT_INTERVAL_SECONDS
+def error_line(error: BaseException, spark_log: str | None) -> str:
+    """A pass's error as one line: its own for a refusal, a lost race or a storage error."""
+    if isinstance(error, MirrorInputError | MirrorConflictError | StorageError):
+        return error.one_line()
+    return internal_error_line(error, spark_log)  # type: ignore[arg-type]
 
-    def fail(code: int, line: str) -> int:
-        print(f"dvmirror: {line}", file=sys.stderr, flush=True)
-        if args.json:
-            report = {"ok": False, "exit_code": code, "error": line, "mirrored_versions": mirrored}
-            print(json.dumps({**report, "spark_log": spark_log}), flush=True)
-        return code
 
-    def following(version: int | None) -> None:
-        where = f"{args.delta_table} into {args.table} every {interval} s"
-        event = {"event": "following", "delta_table": args.delta_table, "iceberg_table": args.table}
-        _emit(
-            args,
-            f"following {where} (mirrored up to version {version})",
-            {**event, "interval_seconds": interval, "mirrored_version": version},
-        )
+def retrying_line(error: BaseException, delay: float) -> None:
+    """An error about to be retried: one line on stderr (one table's sync, once or following)."""
+    first = str(error).splitlines()[0][:300] if str(error) else ""
+    print(
+        f"dvmirror: retrying in {delay:.0f} s after: {type(error).__name__}: {first}",
+        file=sys.stderr,
+        flush=True,
+    )
 
-    def committed(result: VersionResult, lag: float | None) -> None:
-        mirrored.append(result.delta_version)
-        event = {"event": "version", **asdict(result), "lag_seconds": None if lag is None else round(lag, 3)}
-        _emit(args, f"{version_line(result)}, {_lag_text(lag)}", event)
 
-    def retrying(err: BaseException, delay: float) -> None:
-        first = str(err).splitlines()[0][:300] if str(err) else ""
-        print(
-            f"dvmirror: retrying in {delay:.0f} s after: {type(err).__name__}: {first}",
-            file=sys.stderr,
-            flush=True,
-        )
+class SessionOutput:
+    """What a run in one session prints: `fleet.FleetListener`'s events (`version` from the passes'
+    threads, hence the lock), and the run's own. Subclasses say how."""
 
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.json = bool(args.json)
+        self.follow = bool(args.follow)
+        self.interval: float = args.interval or DEFAULT_INTERVAL_SECONDS
+        self.spark_log: str | None = None  # where the JVM's stderr goes, once the run made it
+        self._lock = threading.Lock()
+
+    def emit(self, text: str, event: dict[str, Any], *, error: bool = False) -> None:
+        """`text` (an `error`: on stderr), or with --json `event` as one line on stdout."""
+        with self._lock:
+            if error:
+                print(f"dvmirror: {text}", file=sys.stderr, flush=True)
+            if self.json:
+                print(json.dumps(event), flush=True)
+            elif not error:
+                print(text, flush=True)
+
+    def session(self, spark: SparkSession, tables: int) -> None:
+        """Spark started, for `tables` tables."""
+
+    def version(self, table: FleetTable, result: VersionResult, lag_seconds: float | None) -> None:
+        raise NotImplementedError
+
+    def caught_up(self, table: FleetTable, result: SyncResult, first: bool, versions: int) -> None:
+        raise NotImplementedError
+
+    def failed(self, table: FleetTable, code: int, error: BaseException, retry_in: float | None) -> None:
+        raise NotImplementedError
+
+    def expired(self, table: FleetTable, report: MaintenanceReport, retention: Retention) -> None:
+        raise NotImplementedError
+
+    def crashed(self, code: int, line: str) -> int:
+        """The run ended by an error of no one table (the session gone, a bug): reported; its exit code."""
+        raise NotImplementedError
+
+    def ended(self, result: FleetResult) -> int:
+        """The run's last line (or object), and its exit code."""
+        raise NotImplementedError
+
+
+def run_in_one_session(
+    settings: MirrorSettings,
+    tables: list[FleetTable],
+    retentions: dict[str, Retention],
+    output: SessionOutput,
+) -> int:
+    """Mirror `tables` (once, or following) in one Spark session with `fleet.run_fleet`, each table's
+    retention applied after its passes that reach Delta's latest version (`RetentionKeeper`), reported
+    through `output`; the exit code. Java and the jars are checked by the caller."""
+    spark_log = output.spark_log = None if settings.debug else child_stderr_to_log()
     try:
         # Imported here so that `--help` and argument errors answer without starting a JVM.
-        from dv_assets.mirror.follow import follow_table, stop_on_signals
-        from dv_assets.mirror.iceberg.maintenance import DEFAULT_RETENTION, RetentionKeeper
+        from dv_assets.mirror.fleet import run_fleet
+        from dv_assets.mirror.follow import stop_on_signals
+        from dv_assets.mirror.iceberg.maintenance import RetentionKeeper
         from dv_assets.mirror.spark import get_or_create_spark
 
-        keeper = RetentionKeeper()
+        keeper = RetentionKeeper(retentions)
 
-        def keep_retention(iceberg: IcebergJava) -> None:
-            """The table's retention after the catch-up and then at most every 10 minutes."""
-            report = keeper.after_pass(iceberg, args.table)
+        def keep_retention(table: FleetTable, iceberg: IcebergJava) -> None:
+            report = keeper.after_pass(iceberg, table.iceberg_table)
             if report is not None:
-                _emit(
-                    args,
-                    expiry_text(args.table, report, DEFAULT_RETENTION),
-                    {"event": "expired", "iceberg_table": args.table, **(expiry_json(report) or {})},
-                )
+                output.expired(table, report, keeper.retention(table.iceberg_table))
 
         with stop_on_signals() as stop:
             spark = get_or_create_spark(settings)
-            result = follow_table(
+            output.session(spark, len(tables))
+            result = run_fleet(
                 spark,
-                args.delta_table,
-                args.table,
-                interval=interval,
+                tables,
                 stop=stop,
-                format_version=args.format_version,
-                allowed_roots=args.allow_root,
+                listener=output,  # type: ignore[arg-type]  # FleetListener's methods, without the import
+                follow=output.follow,
+                interval=output.interval,
+                concurrency=getattr(output.args, "concurrency", None) or 1,
                 executors=settings.executors,
-                on_following=following,
-                on_version=committed,
-                on_retry=retrying,
                 after_pass=keep_retention,
             )
-    except MirrorInputError as err:
-        return fail(EXIT_BAD_INPUT, err.one_line())
-    except MirrorConflictError as err:
-        return fail(
-            EXIT_CONFLICT, f"{err.one_line()} (again after a fresh start: another writer keeps committing)"
-        )
-    except Exception as err:  # the one place a traceback is turned into a line
+    except Exception as err:  # the one place a traceback is turned into a line (the session gone too)
         if settings.debug:
             traceback.print_exc()
-        return fail(EXIT_INTERNAL_ERROR, internal_error_line(err, spark_log))
-    if spark_log is not None:
-        Path(spark_log).unlink(missing_ok=True)  # kept only when it may explain a failure
-    _emit(
-        args,
-        f"stopped following {args.delta_table} into {args.table} at version {result.mirrored_version}",
-        {"event": "stopped", "mirrored_version": result.mirrored_version, "mirrored_versions": mirrored},
+        return output.crashed(EXIT_INTERNAL_ERROR, internal_error_line(err, spark_log))
+    return output.ended(result)
+
+
+class OneTableOutput(SessionOutput):
+    """`dvmirror sync DELTA --table T --follow`'s output (the module docstring)."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        super().__init__(args)
+        self.mirrored: list[int] = []
+        self.final: tuple[int, str] | None = None  # the error that ended the table: its code and line
+
+    def version(self, table: FleetTable, result: VersionResult, lag_seconds: float | None) -> None:
+        self.mirrored.append(result.delta_version)
+        lag = None if lag_seconds is None else round(lag_seconds, 3)
+        event = {"event": "version", **asdict(result), "lag_seconds": lag}
+        self.emit(f"{version_line(result)}, {lag_text(lag_seconds)}", event)
+
+    def caught_up(self, table: FleetTable, result: SyncResult, first: bool, versions: int) -> None:
+        if not first:
+            return
+        version = result.latest_delta_version
+        where = f"{table.delta_path} into {table.iceberg_table} every {self.interval} s"
+        event = {"event": "following", "delta_table": table.delta_path, "iceberg_table": table.iceberg_table}
+        self.emit(
+            f"following {where} (mirrored up to version {version})",
+            {**event, "interval_seconds": self.interval, "mirrored_version": version},
+        )
+
+    def failed(self, table: FleetTable, code: int, error: BaseException, retry_in: float | None) -> None:
+        if retry_in is None:
+            line = error_line(error, self.spark_log)
+            if code == EXIT_CONFLICT:
+                line += " (again after a fresh start: another writer keeps committing)"
+            self.final = (code, line)
+            return
+        retrying_line(error, retry_in)
+
+    def expired(self, table: FleetTable, report: MaintenanceReport, retention: Retention) -> None:
+        self.emit(
+            expiry_text(table.iceberg_table, report, retention),
+            {"event": "expired", "iceberg_table": table.iceberg_table, **(expiry_json(report) or {})},
+        )
+
+    def crashed(self, code: int, line: str) -> int:
+        print(f"dvmirror: {line}", file=sys.stderr, flush=True)
+        if self.json:
+            report = {"ok": False, "exit_code": code, "error": line, "mirrored_versions": self.mirrored}
+            print(json.dumps({**report, "spark_log": self.spark_log}), flush=True)
+        return code
+
+    def ended(self, result: FleetResult) -> int:
+        if self.final is not None:  # the table ended by an error: the run's
+            return self.crashed(*self.final)
+        if self.spark_log is not None:
+            Path(self.spark_log).unlink(missing_ok=True)  # kept only when it may explain a failure
+        (state,) = result.tables
+        version = state.mirrored_version
+        self.emit(
+            f"stopped following {self.args.delta_table} into {self.args.table} at version {version}",
+            {"event": "stopped", "mirrored_version": version, "mirrored_versions": self.mirrored},
+        )
+        return 0
+
+
+def run(args: argparse.Namespace, settings: MirrorSettings) -> int:
+    """Follow `args.delta_table` into `args.table` until SIGTERM/SIGINT (0) or an error that ends it (its
+    exit code: `errors.py`), as a fleet of one table."""
+    from dv_assets.mirror.fleet import FleetTable
+
+    table = FleetTable(
+        name=args.table,
+        delta_path=args.delta_table,
+        iceberg_table=args.table,
+        format_version=args.format_version,
+        allowed_roots=tuple(args.allow_root),
     )
-    return 0
+    return run_in_one_session(settings, [table], {}, OneTableOutput(args))
 
 
 def positive_seconds(text: str) -> float:

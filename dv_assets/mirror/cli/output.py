@@ -1,8 +1,10 @@
 """What every `dvmirror` subcommand prints and how it ends: one JSON document (or JSON Lines) with --json,
 text otherwise; a failure is one line on stderr (`dvmirror: …`) and, with --json, the same failure as a
-document on stdout; Spark's log kept only when it may explain a failure. The exit codes:
+document on stdout; Spark's log kept only when it may explain a failure. The exit codes (defined in
+errors.py, the one place):
 
     0 done    1 a check failed (verify)    2 bad input, refused    3 internal error    4 conflict
+    5 storage error (it did not answer, after retries, or denied access)
 """
 
 from __future__ import annotations
@@ -14,12 +16,24 @@ import sys
 import tempfile
 from typing import Any
 
-from dv_assets.mirror.errors import EXIT_BAD_INPUT, EXIT_CONFLICT, EXIT_INTERNAL_ERROR
+from dv_assets.mirror.errors import (
+    EXIT_BAD_INPUT,
+    EXIT_CHECK_FAILED,
+    EXIT_CONFLICT,
+    EXIT_INTERNAL_ERROR,
+    EXIT_OK,
+    EXIT_STORAGE,
+)
 from dv_assets.mirror.secrets import MaskedStream, mask_file
 
-EXIT_OK = 0
-EXIT_CHECK_FAILED = 1
-__all__ = ["EXIT_BAD_INPUT", "EXIT_CHECK_FAILED", "EXIT_CONFLICT", "EXIT_INTERNAL_ERROR", "EXIT_OK"]
+__all__ = [  # the subcommands take them from here, with the rest of how they end
+    "EXIT_BAD_INPUT",
+    "EXIT_CHECK_FAILED",
+    "EXIT_CONFLICT",
+    "EXIT_INTERNAL_ERROR",
+    "EXIT_OK",
+    "EXIT_STORAGE",
+]
 
 
 def print_json(document: dict[str, Any]) -> None:

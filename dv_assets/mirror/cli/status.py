@@ -8,8 +8,8 @@ does not have is bad input (exit 2) unless `--delta` names its Delta table (then
 
 Each table named is reported on its own: a table that cannot be (unknown, not a mirror, its Delta table
 unreadable) is one line on stderr naming the catalog asked, and the others are still reported. The exit
-code sums them up (`worst_exit_code`: 3 internal error > 2 refused > 0); bad flags or a catalog that
-cannot be reached are one line for the whole command.
+code sums them up (`worst_exit_code`: 3 internal error > 2 refused > 5 storage error > 0); bad flags or a
+catalog that cannot be reached are one line for the whole command.
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ from dv_assets.mirror.cli.arguments import add_catalog_arguments, check_catalog_
 from dv_assets.mirror.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_INTERNAL_ERROR,
+    EXIT_STORAGE,
     internal_error_line,
     report_failure,
 )
 from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.errors import MirrorInputError, worst_exit_code
+from dv_assets.mirror.errors import MirrorInputError, StorageError, worst_exit_code
 from dv_assets.mirror.iceberg.mirror_table import DELTA_TABLE_PROPERTY, MirrorTable
 from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table, read_snapshot_files
 from dv_assets.mirror.identity import check_mirrors
@@ -81,6 +82,8 @@ def run(args: argparse.Namespace) -> int:
             statuses.append(table_status(settings.catalog, name, args.delta))
         except MirrorInputError as err:
             failures.append((name, EXIT_BAD_INPUT, err.one_line()))
+        except StorageError as err:  # its Delta log could not be read: no verdict on the table
+            failures.append((name, EXIT_STORAGE, err.one_line()))
         except Exception as err:  # a catalog or storage failure: the table's line, the traceback if debugging
             if settings.debug:
                 traceback.print_exc()

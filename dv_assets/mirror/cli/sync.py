@@ -25,20 +25,26 @@ from dv_assets.mirror.cli.arguments import (
     position_without_jvm,
     settings_from,
 )
-from dv_assets.mirror.cli.follow import DEFAULT_INTERVAL_SECONDS, positive_seconds, version_line
+from dv_assets.mirror.cli.follow import (
+    DEFAULT_INTERVAL_SECONDS,
+    error_line,
+    positive_seconds,
+    retrying_line,
+    version_line,
+)
 from dv_assets.mirror.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_CONFLICT,
-    EXIT_INTERNAL_ERROR,
     EXIT_OK,
+    EXIT_STORAGE,
     child_stderr_to_log,
-    internal_error_line,
     print_json,
     report_failure,
 )
 from dv_assets.mirror.cli.retention import expiry_json, expiry_text
 from dv_assets.mirror.delta.replay import DeltaTable
-from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
+from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError, StorageError
+from dv_assets.mirror.follow import exit_code_of, retrying_transient
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.results import SyncResult, VersionResult
 from dv_assets.mirror.settings import MirrorSettings
@@ -113,10 +119,12 @@ def run(args: argparse.Namespace) -> int:
         settings = _checked_settings(args)
         if args.follow:
             check_spark_can_start(settings)  # Java and the jars, before Spark's log or a folder
-            return follow.run(args, settings, None if settings.debug else child_stderr_to_log())
-        up_to_date = _up_to_date(args, settings)
+            return follow.run(args, settings)
+        up_to_date = retrying_transient(lambda: _up_to_date(args, settings), on_retry=retrying_line)
     except MirrorInputError as err:
         return _fail(args, EXIT_BAD_INPUT, err.one_line(), [], None)
+    except StorageError as err:
+        return _fail(args, EXIT_STORAGE, err.one_line(), [], None)
     if up_to_date is not None:
         return _report(args, up_to_date)
     return _mirror(args, settings)
@@ -166,15 +174,18 @@ def _mirror(args: argparse.Namespace, settings: MirrorSettings) -> int:
             if not args.json:
                 print(version_line(result), flush=True)
 
-        result = sync_table(
-            spark,
-            args.delta_table,
-            args.table,
-            format_version=args.format_version,
-            until_version=args.until_version,
-            allowed_roots=args.allow_root,
-            executors=settings.executors,
-            on_version=progress,
+        result = retrying_transient(
+            lambda: sync_table(
+                spark,
+                args.delta_table,
+                args.table,
+                format_version=args.format_version,
+                until_version=args.until_version,
+                allowed_roots=args.allow_root,
+                executors=settings.executors,
+                on_version=progress,
+            ),
+            on_retry=retrying_line,
         )
         from dv_assets.mirror.iceberg.java import IcebergJava
         from dv_assets.mirror.iceberg.maintenance import DEFAULT_RETENTION, RetentionKeeper
@@ -189,7 +200,8 @@ def _mirror(args: argparse.Namespace, settings: MirrorSettings) -> int:
     except Exception as err:  # the one place a traceback is turned into a line
         if settings.debug:
             traceback.print_exc()
-        return _fail(args, EXIT_INTERNAL_ERROR, internal_error_line(err, spark_log), mirrored, spark_log)
+        # A storage error (exit 5; retried first while transient), or an internal one (exit 3).
+        return _fail(args, exit_code_of(err), error_line(err, spark_log), mirrored, spark_log)
     if spark_log is not None:
         # Kept only when it may explain a failure (its path is then in the error line).
         Path(spark_log).unlink(missing_ok=True)
@@ -205,6 +217,8 @@ def _up_to_date(args: argparse.Namespace, settings: MirrorSettings) -> SyncResul
         # One listing answers every question below (each would list `_delta_log` again otherwise).
         delta = DeltaTable(args.delta_table, io=io).listed_once()
         latest = delta.latest_version()
+    except StorageError:
+        raise  # the storage did not answer, or denied access: no verdict on the table (exit 5)
     except (OSError, ValueError) as err:
         raise MirrorInputError(f"table {args.delta_table}: {err}") from None
     if args.until_version is not None and args.until_version > latest:

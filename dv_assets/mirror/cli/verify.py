@@ -39,12 +39,13 @@ from dv_assets.mirror.cli.output import (
     EXIT_BAD_INPUT,
     EXIT_CHECK_FAILED,
     EXIT_INTERNAL_ERROR,
+    EXIT_STORAGE,
     child_stderr_to_log,
     internal_error_line,
     print_json,
     report_failure,
 )
-from dv_assets.mirror.errors import MirrorInputError
+from dv_assets.mirror.errors import MirrorInputError, StorageError
 
 if TYPE_CHECKING:  # pyspark and the checks: not for `dvmirror --help`
     from pyspark.sql import SparkSession
@@ -245,6 +246,9 @@ def run(args: argparse.Namespace) -> int:
     except MirrorInputError as err:
         spark.remove_log()  # the line says what is wrong with the input
         return report_failure(args, EXIT_BAD_INPUT, err.one_line(), spark_log=None)
+    except StorageError as err:  # the Delta log could not be read: no verdict on the mirror
+        spark.remove_log()
+        return report_failure(args, EXIT_STORAGE, err.one_line(), spark_log=None)
     except Exception as err:  # a catalog, storage or Spark failure: one line, the traceback when debugging
         if debug:
             traceback.print_exc()

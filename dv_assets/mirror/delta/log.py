@@ -41,8 +41,8 @@ from dv_assets.mirror.delta.log_files import (
     group_listing,
     parse_log_file_name,
 )
-from dv_assets.mirror.errors import MirrorInputError
-from dv_assets.mirror.io import REQUEST_CONCURRENCY, FileIO
+from dv_assets.mirror.errors import MirrorInputError, StorageError
+from dv_assets.mirror.io import REQUEST_CONCURRENCY, FileIO, NotARegularFileError
 from dv_assets.mirror.locations import is_remote, resolve_location
 
 # Bytes read at a time from a JSON commit or checkpoint (lines are cut from them as they come).
@@ -59,6 +59,9 @@ READ_AHEAD_MAX_BYTES = 4 << 20
 # One pool for every log of the process (a fleet holds hundreds): its threads only wait on requests.
 _READ_AHEAD_POOL = ThreadPoolExecutor(REQUEST_CONCURRENCY, thread_name_prefix="dvmirror-log")
 
+
+_CHECKPOINT_UNREADABLE = "cannot read checkpoint Parquet"
+_NOT_A_FILE = (NotARegularFileError, IsADirectoryError, NotADirectoryError)
 
 _READ_HERE = object()  # `DeltaLog.list`'s default: it reads `_last_checkpoint` itself
 
@@ -102,7 +105,7 @@ class DeltaLog:
         try:
             infos = self._io.list_dir(self._log_dir, from_name=f"{from_version:020d}" if from_version else "")
         except OSError as exc:
-            raise self._error(f"cannot list the Delta log: {exc}", file=self._log_dir) from exc
+            raise self._read_failed(exc, "cannot list the Delta log", file=self._log_dir) from exc
         by_name = {info.location.rsplit("/", 1)[-1]: info for info in infos}
         files = [f for name in by_name if (f := parse_log_file_name(name)) is not None]
         if not files:
@@ -117,7 +120,7 @@ class DeltaLog:
         try:
             infos = self._io.list_dir(self._log_dir, from_name=f"{version + 1:020d}")
         except OSError as exc:
-            raise self._error(f"cannot list the Delta log: {exc}", file=self._log_dir) from exc
+            raise self._read_failed(exc, "cannot list the Delta log", file=self._log_dir) from exc
         return any(
             (f := parse_log_file_name(info.location.rsplit("/", 1)[-1])) is not None and f.version > version
             for info in infos
@@ -277,25 +280,21 @@ class DeltaLog:
             self._top_up()
             try:
                 content = ahead.result()
-            except FileNotFoundError as exc:
-                raise self._error("log file is missing", version=version, file=path) from exc
             except OSError as exc:
-                raise self._error(f"cannot read log file: {exc}", version=version, file=path) from exc
+                raise self._read_failed(exc, "cannot read log file", version=version, file=path) from exc
             yield from content.split(b"\n")
             return
         try:
             handle = self._io.open_input(path)
-        except FileNotFoundError as exc:
-            raise self._error("log file is missing", version=version, file=path) from exc
         except OSError as exc:
-            raise self._error(f"cannot read log file: {exc}", version=version, file=path) from exc
+            raise self._read_failed(exc, "cannot read log file", version=version, file=path) from exc
         with handle:
             pending = bytearray()  # the start of a line the next chunk ends
             while True:
                 try:
                     chunk = handle.read(REMOTE_JSON_CHUNK_BYTES if self._remote else JSON_CHUNK_BYTES)
                 except OSError as exc:
-                    raise self._error(f"cannot read log file: {exc}", version=version, file=path) from exc
+                    raise self._read_failed(exc, "cannot read log file", version=version, file=path) from exc
                 if not chunk:
                     break
                 pieces = chunk.split(b"\n")
@@ -327,9 +326,15 @@ class DeltaLog:
         try:
             handle = self._io.open_input(path)
         except FileNotFoundError as exc:
-            raise self._error("checkpoint file is missing", version=version, file=path) from exc
+            if path.rsplit("/", 1)[0] == f"{self._log_dir}/{SIDECAR_DIR}":
+                # Named by the checkpoint, not listed: a file the version needs is not there (as a data
+                # file the log adds): a refusal of that version, not a storage error.
+                raise self._error(
+                    "the sidecar file the checkpoint names does not exist", version=version, file=path
+                ) from exc
+            raise self._read_failed(exc, _CHECKPOINT_UNREADABLE, version=version, file=path) from exc
         except (OSError, pa.ArrowException) as exc:
-            raise self._error(f"cannot read checkpoint Parquet: {exc}", version=version, file=path) from exc
+            raise self._read_failed(exc, _CHECKPOINT_UNREADABLE, version=version, file=path) from exc
         with handle:
             try:
                 parquet = pq.ParquetFile(handle)
@@ -338,22 +343,29 @@ class DeltaLog:
                     return
                 batches = iter(parquet.iter_batches(batch_size=CHECKPOINT_BATCH_ROWS, columns=selected))
             except (OSError, pa.ArrowException) as exc:
-                raise self._error(
-                    f"cannot read checkpoint Parquet: {exc}", version=version, file=path
-                ) from exc
+                raise self._read_failed(exc, _CHECKPOINT_UNREADABLE, version=version, file=path) from exc
             while True:
                 try:
                     batch = next(batches)
                 except StopIteration:
                     return
                 except (OSError, pa.ArrowException) as exc:
-                    raise self._error(
-                        f"cannot read checkpoint Parquet: {exc}", version=version, file=path
-                    ) from exc
+                    raise self._read_failed(exc, _CHECKPOINT_UNREADABLE, version=version, file=path) from exc
                 yield batch
 
     def _error(self, reason: str, *, version: int | None = None, file: str | None = None) -> MirrorInputError:
         return MirrorInputError(reason, table=self.table_root, version=version, file=file)
+
+    def _read_failed(
+        self, exc: BaseException, doing: str, *, file: str, version: int | None = None
+    ) -> MirrorInputError | StorageError:
+        """A failed read of the log itself: a storage error of its kind (it did not answer, the file is
+        gone, access is denied: exit 5, never a refusal). A refusal only when the storage answered with
+        something the log cannot be: a folder, a FIFO or a device where a file is named, bytes that are
+        not Parquet (an ArrowException that is not an OSError)."""
+        if isinstance(exc, OSError) and not isinstance(exc, _NOT_A_FILE):
+            return StorageError.of(exc, file, table=self.table_root, doing=doing)
+        return self._error(f"{doing}: {exc}", version=version, file=file)
 
 
 @dataclass

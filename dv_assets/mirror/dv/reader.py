@@ -30,7 +30,7 @@ from dv_assets.mirror.dv.codec import (
     parse_bitmap,
     verified_bitmap,
 )
-from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError
+from dv_assets.mirror.errors import InvalidDeletionVectorError, MirrorInputError, StorageError
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.locations import resolve_location
 
@@ -215,7 +215,9 @@ def _read_spans(
     first = tasks[placed[0][1]]
     try:
         handle = io.open_input(location)
-    except (FileNotFoundError, OSError) as exc:
+    except StorageError:
+        raise  # the storage did not answer (or denied access): no verdict on the DV file
+    except OSError as exc:
         raise InvalidDeletionVectorError(
             f"deletion vector file {location} cannot be opened: {exc}", file=first.data_file
         ) from exc
