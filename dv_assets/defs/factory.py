@@ -118,8 +118,9 @@ class TableDefinitions:
 def build_table(source: DeltaSource, settings: MirrorSettings) -> TableDefinitions:
     built = build_source(source, settings.catalog)
     source = built.source
-    mirror_job, checks_job = resolved_jobs(built, {"spark": spark_resource(settings)})
-    cleanup_job = build_cleanup_job([source], source.cleanup_job_name, source.cleanup_op_name)
+    spark = spark_resource(settings)
+    mirror_job, checks_job = resolved_jobs(built, {"spark": spark})
+    cleanup_job = build_cleanup_job(source, spark)
     return TableDefinitions(
         built, mirror_job, checks_job, cleanup_job, build_cleanup_schedule(source, cleanup_job)
     )
@@ -208,12 +209,6 @@ def tables_definitions(
             for t in tables
         },
     )
-
-
-def build_source_definitions(source: DeltaSource, settings: MirrorSettings) -> dg.Definitions:
-    """One table's definitions with the sensors that follow it (the shared pair over it alone, or its
-    own pair); a code location of several tables is `build_definitions`."""
-    return tables_definitions([build_table(source, settings)], settings)
 
 
 def sources_of(defs: dg.Definitions) -> list[DeltaSource]:
