@@ -71,20 +71,12 @@ def build_source(source: DeltaSource, catalog: CatalogConfig | None = None) -> S
         source=source,
         partitions_def=partitions_def,
         delta_versions=build_delta_versions_asset(source, partitions_def),
-        iceberg_mirror=with_freshness(build_iceberg_mirror_asset(source, partitions_def), source),
+        iceberg_mirror=build_iceberg_mirror_asset(source, partitions_def),
         checks=build_checks(source, partitions_def),
         lag_checks=lag_checks,
         mirror_job=build_mirror_job(source, partitions_def, lag_checks),
         checks_job=build_checks_job(source, partitions_def),
     )
-
-
-def with_freshness(asset: dg.AssetsDefinition, source: DeltaSource) -> dg.AssetsDefinition:
-    """The asset with the source's freshness policy (none when the source has none)."""
-    if source.freshness is None:
-        return asset
-    policy = source.freshness.policy()
-    return asset.map_asset_specs(lambda spec: spec.replace_attributes(freshness_policy=policy))
 
 
 @cache

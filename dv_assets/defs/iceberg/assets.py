@@ -385,6 +385,8 @@ def build_iceberg_mirror_asset(
         tags=source.tags,
         pool=source.pool,
         backfill_policy=dg.BackfillPolicy.single_run(),
+        # The source's freshness policy (none when it has none); the lag check judges the mirror's lag.
+        freshness_policy=None if source.freshness is None else source.freshness.policy(),
     )
     @evaluated
     def iceberg_mirror(context: dg.AssetExecutionContext, spark: IcebergSparkResource) -> Iterator[Event]:
