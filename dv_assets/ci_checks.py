@@ -65,6 +65,10 @@ class CheckLine:
         return f"{text}: {self.detail}" if self.detail else text
 
 
+# The error of a step whose blocking checks failed (their evaluations say which and why).
+BLOCKING_CHECKS_FAILED = "DagsterAssetCheckFailedError"
+
+
 def check_newest_version(
     defs: dg.Definitions, source: DeltaSource, instance: dg.DagsterInstance
 ) -> list[CheckLine]:
@@ -95,11 +99,14 @@ def check_newest_version(
     ]
     evaluated = {line.check for line in lines}
     for failure in result.get_step_failure_events():
-        # A check step that failed before evaluating (an error, not a failed check) is a failure too.
+        # A check step that failed before evaluating (an error, not a failed check) is a failure too; a
+        # step failed by its blocking checks' evaluations (the version checks' one step) is reported by them.
         step = failure.step_key or "?"
+        error = failure.step_failure_data.error
+        if error is not None and error.cls_name == BLOCKING_CHECKS_FAILED:
+            continue
         named = max((n for n in (*CHECK_NAMES, MIRROR_LAG_CHECK) if step.endswith(n)), key=len, default=step)
         if named not in evaluated:
-            error = failure.step_failure_data.error
             lines.append(
                 CheckLine(source.name, version, step, False, error.message.strip() if error else "failed")
             )

@@ -381,7 +381,7 @@ def test_components_of_a_defs_folder_share_one_catalog(tmp_path, monkeypatch) ->
 
 
 def test_the_delta_log_is_read_with_the_catalogs_storage_settings_which_stay_out_of_metadata() -> None:
-    from dv_assets.defs.factory import build_source, build_source_definitions
+    from dv_assets.defs.factory import build_definitions, build_source
     from dv_assets.defs.sources import DeltaSource
 
     catalog = CatalogConfig(
@@ -393,7 +393,7 @@ def test_the_delta_log_is_read_with_the_catalogs_storage_settings_which_stay_out
         }
     )
     source = DeltaSource(name="lake", delta_path="s3a://lake/delta/t", iceberg_table="ns.lake")
-    defs = build_source_definitions(source, settings_of(catalog))
+    defs = build_definitions([source], settings_of(catalog))
     # The sensors, checks and the Delta asset read the log through the built source's `delta_table()`.
     built = build_source(source, catalog).source
     assert built.delta_table()._log._io.properties == {

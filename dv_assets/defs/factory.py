@@ -71,20 +71,12 @@ def build_source(source: DeltaSource, catalog: CatalogConfig | None = None) -> S
         source=source,
         partitions_def=partitions_def,
         delta_versions=build_delta_versions_asset(source, partitions_def),
-        iceberg_mirror=with_freshness(build_iceberg_mirror_asset(source, partitions_def), source),
+        iceberg_mirror=build_iceberg_mirror_asset(source, partitions_def),
         checks=build_checks(source, partitions_def),
         lag_checks=lag_checks,
         mirror_job=build_mirror_job(source, partitions_def, lag_checks),
         checks_job=build_checks_job(source, partitions_def),
     )
-
-
-def with_freshness(asset: dg.AssetsDefinition, source: DeltaSource) -> dg.AssetsDefinition:
-    """The asset with the source's freshness policy (none when the source has none)."""
-    if source.freshness is None:
-        return asset
-    policy = source.freshness.policy()
-    return asset.map_asset_specs(lambda spec: spec.replace_attributes(freshness_policy=policy))
 
 
 @cache
@@ -118,8 +110,9 @@ class TableDefinitions:
 def build_table(source: DeltaSource, settings: MirrorSettings) -> TableDefinitions:
     built = build_source(source, settings.catalog)
     source = built.source
-    mirror_job, checks_job = resolved_jobs(built, {"spark": spark_resource(settings)})
-    cleanup_job = build_cleanup_job([source], source.cleanup_job_name, source.cleanup_op_name)
+    spark = spark_resource(settings)
+    mirror_job, checks_job = resolved_jobs(built, {"spark": spark})
+    cleanup_job = build_cleanup_job(source, spark)
     return TableDefinitions(
         built, mirror_job, checks_job, cleanup_job, build_cleanup_schedule(source, cleanup_job)
     )
@@ -208,12 +201,6 @@ def tables_definitions(
             for t in tables
         },
     )
-
-
-def build_source_definitions(source: DeltaSource, settings: MirrorSettings) -> dg.Definitions:
-    """One table's definitions with the sensors that follow it (the shared pair over it alone, or its
-    own pair); a code location of several tables is `build_definitions`."""
-    return tables_definitions([build_table(source, settings)], settings)
 
 
 def sources_of(defs: dg.Definitions) -> list[DeltaSource]:

@@ -1,6 +1,6 @@
-"""The `cleanup_<name>` job (one per table): `dv_assets.mirror.expire_and_reclaim`
-(snapshot expiry past the source's retention; only the mirror's own files are ever deleted), reported as
-asset observations of `iceberg/<source>`:
+"""The `cleanup_<name>` job (one per table): `dv_assets.mirror.clean_table` (snapshot expiry past the
+source's retention; only the mirror's own files are ever deleted), reported as asset observations of
+`iceberg/<source>`:
 
 * one for the table: what was expired and reclaimed, the Delta versions still retained
   (`retained_delta_versions`), i.e. those a reader can still time-travel to, and the table's metadata
@@ -9,10 +9,9 @@ asset observations of `iceberg/<source>`:
 * one per expired version's partition (`status: expired`, `dvmirror/time_travel: expired`, the snapshot
   and the cleanup run): its snapshot, and the delete files its materialization lists, are gone.
 
-Spark starts only when there is something to do: each table's cleanup is first planned without a JVM
-(`plan_without_jvm`, read with pyiceberg, as `dvmirror expire --dry-run`), and a table with no snapshot
-past retention and no orphan to reclaim is reported from that plan (`read_with: pyiceberg`); a dry run
-never starts Spark. A catalog pyiceberg has no counterpart of is cleaned through Spark, as before.
+Spark starts only when there is something to do (`clean_table` plans the cleanup with pyiceberg first:
+a table with no snapshot past retention and no orphan to reclaim is reported from that plan, `read_with:
+pyiceberg`; a dry run never starts Spark).
 
 Expired partitions then leave the table's partitions (`retire_expired_partitions`), so the Partitions
 view shows exactly the versions a reader can still time-travel to. Dagster 1.13 shows a partition as
@@ -33,15 +32,7 @@ from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.signatures import evaluated
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.defs.status_metadata import METADATA_LOCATION, RETAINED_VERSIONS, TIME_TRAVEL, version_ranges
-from dv_assets.mirror import (
-    CatalogConfig,
-    IcebergJava,
-    MaintenanceReport,
-    MirrorTable,
-    expire_and_reclaim,
-    plan_without_jvm,
-    read_mirror_table,
-)
+from dv_assets.mirror import CleanupOutcome, MaintenanceReport, clean_table
 from resources.spark import IcebergSparkResource
 
 MAX_LISTED = 50
@@ -67,28 +58,28 @@ def report_metadata(report: MaintenanceReport) -> dict[str, dg.MetadataValue]:
     }
 
 
-def expiry_metadata(
-    report: MaintenanceReport, before: MirrorTable | None
-) -> tuple[dict[str, dg.MetadataValue], dict[int, int]]:
-    """The table's expired and retained Delta versions (from the snapshots before the expiry), and the
-    expired versions' snapshot ids by version."""
-    versions = {} if before is None else {s.snapshot_id: s.delta_version for s in before.snapshots}
-    expired = {v: sid for sid in report.expired_snapshot_ids if (v := versions.get(sid)) is not None}
-    retained = [v for sid, v in versions.items() if v is not None and v not in expired]
-    metadata = {
-        RETAINED_VERSIONS: dg.MetadataValue.text(version_ranges(retained)),
-        "expired_delta_versions": dg.MetadataValue.text(version_ranges(expired)),
+def table_observation(source: DeltaSource, outcome: CleanupOutcome) -> dg.AssetObservation:
+    """The cleanup of the table: the report, the expired and retained Delta versions, and the table's
+    metadata file after the cleanup rewrote it."""
+    versions = {
+        RETAINED_VERSIONS: dg.MetadataValue.text(version_ranges(outcome.retained)),
+        "expired_delta_versions": dg.MetadataValue.text(version_ranges(outcome.expired)),
     }
-    return metadata, expired
+    if outcome.metadata_location is not None:
+        versions[METADATA_LOCATION] = dg.MetadataValue.path(outcome.metadata_location)
+    return dg.AssetObservation(
+        asset_key=dg.AssetKey(source.mirror_asset_key), metadata=report_metadata(outcome.report) | versions
+    )
 
 
 def expired_partition_observations(
-    context: dg.OpExecutionContext, source: DeltaSource, expired: dict[int, int], retained: str
+    context: dg.OpExecutionContext, source: DeltaSource, outcome: CleanupOutcome
 ) -> list[dg.AssetObservation]:
     """One observation per expired version that Dagster holds as a materialized partition of the
     mirror: it can no longer be read (time-travelled to) in the mirror."""
     asset_key = dg.AssetKey(source.mirror_asset_key)
     materialized = context.instance.get_materialized_partitions(asset_key)
+    retained = version_ranges(outcome.retained)
     return [
         dg.AssetObservation(
             asset_key=asset_key,
@@ -104,7 +95,7 @@ def expired_partition_observations(
                 RETAINED_VERSIONS: dg.MetadataValue.text(retained),
             },
         )
-        for version, snapshot_id in sorted(expired.items())
+        for version, snapshot_id in sorted(outcome.expired.items())
         if partition_key(version) in materialized
     ]
 
@@ -121,24 +112,6 @@ def retire_expired_partitions(
     return retired
 
 
-def planned_without_jvm(
-    catalog: CatalogConfig, source: DeltaSource, *, dry_run: bool
-) -> tuple[MirrorTable | None, MaintenanceReport | None]:
-    """The table (read with pyiceberg) and the cleanup's report when it is known without a JVM: a dry run,
-    or nothing to expire or reclaim (the report is then the whole cleanup). (None, None) when Spark must
-    do it: snapshots to expire or files to reclaim, or a catalog pyiceberg cannot read."""
-    if not catalog.pyiceberg_reads():
-        return None, None
-    before = read_mirror_table(catalog, source.iceberg_table)
-    plan = plan_without_jvm(catalog, source.iceberg_table, source.retention)
-    if dry_run:
-        return before, plan
-    if plan.expired_snapshot_ids or plan.files_reclaimed:
-        return None, None
-    plan.dry_run = False  # nothing to do: this is what the cleanup did
-    return before, plan
-
-
 def cleanup_run_config(source: DeltaSource) -> dict:
     return {"ops": {source.cleanup_op_name: {"config": {"sources": [source.name]}}}}
 
@@ -148,13 +121,32 @@ class CleanupConfig(dg.Config):
     dry_run: bool = Field(default=False, description="report what would be reclaimed, delete nothing")
 
 
-def build_cleanup_job(sources: list[DeltaSource], job_name: str, op_name: str) -> dg.JobDefinition:
-    """The cleanup job over `sources`; job and op names are the caller's (op names are unique across a
-    code location, so each table's job has its own op)."""
-    by_name = {s.name: s for s in sources}
+def cleanup_output(source: DeltaSource, report: MaintenanceReport) -> dg.Output[dict]:
+    """The op's output: the cleanup's totals, and its row of the `by_source` table."""
+    totals = {
+        "files_reclaimed": report.files_reclaimed,
+        "bytes_reclaimed": report.bytes_reclaimed,
+        "snapshots_expired": len(report.expired_snapshot_ids),
+    }
+    table = "\n".join(
+        [
+            "| source | snapshots expired | retained | files reclaimed | bytes reclaimed |",
+            "|---|--:|--:|--:|--:|",
+            f"| {source.name} | {len(report.expired_snapshot_ids)} | {report.retained_snapshots} | "
+            f"{report.files_reclaimed} | {report.bytes_reclaimed} |",
+        ]
+    )
+    metadata = {key: dg.MetadataValue.int(value) for key, value in totals.items()}
+    return dg.Output(totals, metadata={**metadata, "by_source": dg.MetadataValue.md(table)})
+
+
+def build_cleanup_job(source: DeltaSource, spark: IcebergSparkResource) -> dg.JobDefinition:
+    """`cleanup_<name>`: its op is `expire_and_clean_<name>` (op names are unique across a code
+    location, so each table's job has its own op). The job holds the code location's `spark` resource
+    itself: a job missing a resource is rebuilt with it when the definitions are (one more job build)."""
 
     @dg.op(
-        name=op_name,
+        name=source.cleanup_op_name,
         description="Expire snapshots past retention (Iceberg's file cleanup off) and delete only the "
         "mirror's own files nothing retained references; Spark starts only when there is something to "
         "expire or reclaim (read with pyiceberg first).",
@@ -163,75 +155,34 @@ def build_cleanup_job(sources: list[DeltaSource], job_name: str, op_name: str) -
     def expire_and_clean(
         context: dg.OpExecutionContext, config: CleanupConfig, spark: IcebergSparkResource
     ) -> dg.Output[dict]:
-        unknown = [n for n in config.sources if n not in by_name]
+        unknown = [name for name in config.sources if name != source.name]
         if unknown:
-            raise dg.Failure(description=f"unknown sources {unknown}; configured: {sorted(by_name)}")
-        totals = {"files_reclaimed": 0, "bytes_reclaimed": 0, "snapshots_expired": 0}
-        rows = []
-        iceberg: IcebergJava | None = (
-            None  # Spark and Iceberg Java, started on the first table that needs them
+            raise dg.Failure(description=f"unknown sources {unknown}; configured: {[source.name]}")
+        outcome = clean_table(
+            spark.settings.catalog,
+            source.iceberg_table,
+            source.retention,
+            lambda: spark.spark_session,
+            dry_run=config.dry_run,
         )
-        for name in config.sources or list(by_name):
-            source = by_name[name]
-            before, report = planned_without_jvm(spark.settings.catalog, source, dry_run=config.dry_run)
-            if report is None:  # something to expire or reclaim (or no pyiceberg reader): Spark does it
-                iceberg = iceberg or IcebergJava(spark.spark_session)
-                before = iceberg.load(source.iceberg_table)  # the expired snapshots' Delta versions
-                report = expire_and_reclaim(
-                    iceberg, source.iceberg_table, source.retention, dry_run=config.dry_run
+        context.log.info(f"{source.name}: {outcome.summary}")
+        context.log_event(table_observation(source, outcome))
+        if not config.dry_run:
+            for observation in expired_partition_observations(context, source, outcome):
+                context.log_event(observation)
+            retired = retire_expired_partitions(context.instance, source, list(outcome.expired))
+            if retired:
+                context.log.info(
+                    f"{source.name}: partitions {', '.join(retired)} retired (snapshots expired)"
                 )
-                after = before if config.dry_run else iceberg.load(source.iceberg_table)
-            else:
-                after = before  # nothing was changed
-            versions, expired = expiry_metadata(report, before)
-            if after is not None and after.metadata_location is not None:
-                versions[METADATA_LOCATION] = dg.MetadataValue.path(after.metadata_location)
-            context.log.info(
-                f"{name}: expired {len(report.expired_snapshot_ids)} of {report.snapshots_before} "
-                f"snapshots, reclaimed {report.files_reclaimed} files, {report.bytes_reclaimed} bytes"
-            )
-            context.log_event(
-                dg.AssetObservation(
-                    asset_key=dg.AssetKey(source.mirror_asset_key),
-                    metadata=report_metadata(report) | versions,
-                )
-            )
-            if not config.dry_run:
-                retained = versions[RETAINED_VERSIONS].value
-                for observation in expired_partition_observations(context, source, expired, str(retained)):
-                    context.log_event(observation)
-                retired = retire_expired_partitions(context.instance, source, list(expired))
-                if retired:
-                    context.log.info(f"{name}: partitions {', '.join(retired)} retired (snapshots expired)")
-            totals["files_reclaimed"] += report.files_reclaimed
-            totals["bytes_reclaimed"] += report.bytes_reclaimed
-            totals["snapshots_expired"] += len(report.expired_snapshot_ids)
-            rows.append(
-                f"| {name} | {len(report.expired_snapshot_ids)} | {report.retained_snapshots} | "
-                f"{report.files_reclaimed} | {report.bytes_reclaimed} |"
-            )
-        table = "\n".join(
-            [
-                "| source | snapshots expired | retained | files reclaimed | bytes reclaimed |",
-                "|---|--:|--:|--:|--:|",
-                *rows,
-            ]
-        )
-        return dg.Output(
-            totals,
-            metadata={
-                "files_reclaimed": dg.MetadataValue.int(totals["files_reclaimed"]),
-                "bytes_reclaimed": dg.MetadataValue.int(totals["bytes_reclaimed"]),
-                "snapshots_expired": dg.MetadataValue.int(totals["snapshots_expired"]),
-                "by_source": dg.MetadataValue.md(table),
-            },
-        )
+        return cleanup_output(source, outcome.report)
 
     @dg.job(
-        name=job_name,
+        name=source.cleanup_job_name,
         description="Expire Iceberg snapshots past each source's retention; reclaim only mirror-owned files.",
-        tags={"dvmirror/kind": "cleanup", **(sources[0].tags if len(sources) == 1 else {})},
+        tags={"dvmirror/kind": "cleanup", **source.tags},
         executor_def=dg.in_process_executor,  # one op: no process of its own (docs/dagster.md)
+        resource_defs={"spark": spark},
     )
     @evaluated
     def cleanup() -> None:

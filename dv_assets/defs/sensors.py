@@ -222,6 +222,56 @@ def lag_check_report(
     return [lag_check_evaluation(source, result, context.instance)]
 
 
+def new_versions(
+    context: dg.SensorEvaluationContext,
+    source: DeltaSource,
+    cursor: Cursor,
+    catalog: CatalogConfig,
+    partitions_def: dg.DynamicPartitionsDefinition,
+) -> list[TickItem]:
+    """One table's evaluation by the version sensor (the module's docstring): its lag, the partitions to
+    add, and a mirror run or the full scan to request; nothing when it is settled."""
+    delta = source.delta_table(enforce_protocol=False)
+    now = time.time()
+    if settled(source, cursor, delta, now):
+        return []
+    listed = _listing(delta, source, catalog)
+    items: list[TickItem] = []
+    if listed.status is None:
+        context.log.warning(
+            f"{source.name}: no lag recorded, the mirror could not be read: {listed.status_error}"
+        )
+    else:
+        if not listed.status.up_to_date:
+            items.append(lag_observation(source, listed.status))
+        items += lag_check_report(context, source, listed.status, cursor)
+    seen = _number(cursor, source.name)
+    versions = missing_versions(listed, seen)
+    readable = () if listed.status is None else listed.status.readable_versions
+    assert partitions_def.name is not None
+    existing = context.instance.get_dynamic_partitions(partitions_def.name)
+    to_add = partitions_to_add(existing, [*readable, *versions], listed.latest)
+    if to_add:
+        items.append(partitions_def.build_add_request(to_add))
+    cursor[source.name] = max(listed.latest, -1 if seen is None else seen)
+    cursor.pop(f"{source.name}:settled", None)
+    cursor.pop(f"{source.name}:settled_at", None)
+    if versions:
+        context.log.info(f"{source.name}: Delta versions {versions[0]}..{versions[-1]} to mirror")
+        return [*items, mirror_range_request(source, versions[0], listed.latest)]
+    scan = scan_request(context, source, listed.status)
+    if scan is not None:
+        return [*items, scan]
+    if (
+        listed.status is not None
+        and listed.status.up_to_date
+        and listed.status.mirrored_version == listed.latest
+        and not mirror_run_active(context.instance, source)
+    ):
+        cursor[f"{source.name}:settled"], cursor[f"{source.name}:settled_at"] = listed.latest, int(now)
+    return items
+
+
 def build_delta_version_sensor(
     sources: list[DeltaSource],
     partitions: dict[str, dg.DynamicPartitionsDefinition],
@@ -229,49 +279,8 @@ def build_delta_version_sensor(
     catalog: CatalogConfig,
     name: str = "delta_version_sensor",
 ) -> dg.SensorDefinition:
-    def new_versions(
-        context: dg.SensorEvaluationContext, source: DeltaSource, cursor: Cursor
-    ) -> list[TickItem]:
-        delta = source.delta_table(enforce_protocol=False)
-        now = time.time()
-        if settled(source, cursor, delta, now):
-            return []
-        listed = _listing(delta, source, catalog)
-        items: list[TickItem] = []
-        if listed.status is None:
-            context.log.warning(
-                f"{source.name}: no lag recorded, the mirror could not be read: {listed.status_error}"
-            )
-        else:
-            if not listed.status.up_to_date:
-                items.append(lag_observation(source, listed.status))
-            items += lag_check_report(context, source, listed.status, cursor)
-        seen = _number(cursor, source.name)
-        versions = missing_versions(listed, seen)
-        readable = () if listed.status is None else listed.status.readable_versions
-        partitions_def = partitions[source.name]
-        assert partitions_def.name is not None
-        existing = context.instance.get_dynamic_partitions(partitions_def.name)
-        to_add = partitions_to_add(existing, [*readable, *versions], listed.latest)
-        if to_add:
-            items.append(partitions_def.build_add_request(to_add))
-        cursor[source.name] = max(listed.latest, -1 if seen is None else seen)
-        cursor.pop(f"{source.name}:settled", None)
-        cursor.pop(f"{source.name}:settled_at", None)
-        if versions:
-            context.log.info(f"{source.name}: Delta versions {versions[0]}..{versions[-1]} to mirror")
-            return [*items, mirror_range_request(source, versions[0], listed.latest)]
-        scan = scan_request(context, source, listed.status)
-        if scan is not None:
-            return [*items, scan]
-        if (
-            listed.status is not None
-            and listed.status.up_to_date
-            and listed.status.mirrored_version == listed.latest
-            and not mirror_run_active(context.instance, source)
-        ):
-            cursor[f"{source.name}:settled"], cursor[f"{source.name}:settled_at"] = listed.latest, int(now)
-        return items
+    def evaluate(context: dg.SensorEvaluationContext, source: DeltaSource, cursor: Cursor) -> list[TickItem]:
+        return new_versions(context, source, cursor, catalog, partitions[source.name])
 
     return _tables_sensor(
         name=name,
@@ -287,7 +296,7 @@ def build_delta_version_sensor(
         + (f" and {len(sources) - MAX_NAMED} more" if len(sources) > MAX_NAMED else "")
         + ".",
         sources=sources,
-        evaluate=new_versions,
+        evaluate=evaluate,
     )
 
 

@@ -57,6 +57,12 @@ _EXPORTS = {
     "MirrorInputError": "dv_assets.mirror.errors",
     "MirrorConflictError": "dv_assets.mirror.errors",
     "StorageError": "dv_assets.mirror.errors",
+    # a run over a range of versions (a Dagster run of `iceberg/<source>`)
+    "RangeSync": "dv_assets.mirror.range_sync",
+    "sync_range": "dv_assets.mirror.range_sync",
+    "read_back": "dv_assets.mirror.range_sync",
+    "current_after": "dv_assets.mirror.range_sync",
+    "versions_text": "dv_assets.mirror.range_sync",
     # the Delta side, read from the log alone
     "DeltaTable": "dv_assets.mirror.delta.replay",
     "CommitFacts": "dv_assets.mirror.delta.facts",
@@ -83,6 +89,8 @@ _EXPORTS = {
     "MaintenanceReport": "dv_assets.mirror.iceberg.maintenance",
     "expire_and_reclaim": "dv_assets.mirror.iceberg.maintenance",
     "plan_without_jvm": "dv_assets.mirror.iceberg.maintenance",
+    "CleanupOutcome": "dv_assets.mirror.cleanup",
+    "clean_table": "dv_assets.mirror.cleanup",
     "MirrorStatus": "dv_assets.mirror.status",
     "mirror_status": "dv_assets.mirror.status",
     "first_readable_version": "dv_assets.mirror.status",

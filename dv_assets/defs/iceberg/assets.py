@@ -23,9 +23,9 @@ current snapshot, metadata location): what the asset's overview shows.
 """
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import dagster as dg
 from dagster._core.definitions.metadata import TableMetadataSet  # the dagster/* table keys; not dg.* in 1.13
@@ -50,24 +50,24 @@ from dv_assets.defs.status_metadata import (
 )
 from dv_assets.defs.table_metadata import iceberg_snapshot_metadata
 from dv_assets.mirror import (
-    IcebergJava,
     MirrorConflictError,
     MirrorInputError,
     MirrorStatus,
     MirrorTable,
+    RangeSync,
     Snapshot,
-    SyncResult,
     VersionResult,
-    expired_versions,
-    first_readable_version,
+    current_after,
     masked,
-    mirror_status,
-    read_mirror_table,
+    read_back,
     readable_versions,
-    sync_table,
+    sync_range,
     version_ranges,
+    versions_text,
 )
 from resources.spark import IcebergSparkResource
+
+Event = dg.AssetMaterialization | dg.AssetObservation | dg.MaterializeResult
 
 
 def version_metadata(result: VersionResult, table: str) -> dict[str, Any]:
@@ -124,12 +124,6 @@ def existing_metadata(snapshot: Snapshot, table: str) -> dict[str, Any]:
     }
 
 
-def standard_metadata(mirror: MirrorTable, source: DeltaSource, snapshot_ids: list[int]) -> dict[int, dict]:
-    """Snapshot id → Dagster's table metadata (dagster/row_count, dagster/column_schema,
-    dagster/table_name) from the Iceberg metadata."""
-    return {i: iceberg_snapshot_metadata(mirror, i, source.spark_table) for i in snapshot_ids}
-
-
 def refusal_metadata(err: MirrorInputError) -> dict[str, dg.MetadataValue]:
     """Where and why the mirror refused to go on: the parts of `err` it knows (secrets masked)."""
     metadata: dict[str, dg.MetadataValue] = {"refusal_reason": dg.MetadataValue.text(masked(err.reason))}
@@ -142,10 +136,6 @@ def refusal_metadata(err: MirrorInputError) -> dict[str, dg.MetadataValue]:
     return metadata
 
 
-def _versions_text(versions: list[int]) -> str:
-    return ", ".join(str(v) for v in versions)
-
-
 @dataclass(frozen=True)
 class Recorded:
     """One version's materialization, before the run's figures are added."""
@@ -156,277 +146,205 @@ class Recorded:
     description: str | None = None
 
 
-class MirrorRun:
-    """One run of `iceberg/<source>`: which of its versions the mirror holds, the sync of the rest, and
-    the events that record each version (in that order: `events`)."""
-
-    def __init__(
-        self, source: DeltaSource, context: dg.AssetExecutionContext, spark: IcebergSparkResource
-    ) -> None:
-        self.source = source
-        self.table = source.iceberg_table
-        self.context = context
-        self.spark = spark
-        self.versions = sorted(version_of(k) for k in context.partition_keys)
-        self.newest = self.versions[-1]
-        self.mirrored: list[VersionResult] = []  # in commit order, as sync_table reports them
-
-    def events(self) -> Iterator[dg.AssetMaterialization | dg.AssetObservation | dg.MaterializeResult]:
-        iceberg = IcebergJava(self.spark.spark_session)
-        mirror = iceberg.load(self.table)
-        last = None if mirror is None else mirror.last_mirrored_version
-        # The mirror starts at its first readable version: the ones before are not readable in Delta.
-        first_readable = None if mirror is None else first_readable_version(mirror)
-        existing = self._existing(mirror)
-        expired = expired_versions(mirror, self.versions)
-        began = time.monotonic()
-        latest = None
-        vacuumed: list[int] = []
-        if last is None or self.newest > last:
-            try:
-                synced = self._sync(iceberg)
-            except Exception as err:
-                yield from self._recorded_before_failure()
-                failure = _run_failure(err)
-                if failure is None:
-                    raise
-                raise failure from None
-            latest = synced.latest_delta_version
-            vacuumed = [] if synced.vacuum is None else synced.vacuum.expired_versions
-            # Versions this run mirrored whose snapshots the VACUUM it followed expired: recorded as such.
-            self.mirrored = [r for r in self.mirrored if r.delta_version not in vacuumed]
-            if synced.start_note is not None:
-                self.context.log.info(f"{self.table}: {synced.start_note}")
-                first_readable = synced.first_readable_version
-        unreadable = [v for v in self.versions if first_readable is not None and v < first_readable]
-        if unreadable:
-            self.context.log.info(
-                f"Delta version(s) {_versions_text(unreadable)} not mirrored: {self.table} starts at Delta "
-                f"version {first_readable}, the versions before it are no longer readable in Delta"
+def mirror_run(
+    source: DeltaSource, context: dg.AssetExecutionContext, spark: IcebergSparkResource
+) -> Iterator[Event]:
+    """One run of `iceberg/<source>` over its partitions: the engine mirrors what is missing up to the
+    newest (`sync_range`); each version is then recorded (in version order: `materializations`), the
+    expired ones observed, and a failure raised after the versions committed before it are recorded."""
+    began = time.monotonic()
+    run = sync_range(
+        spark.spark_session,
+        sorted(version_of(k) for k in context.partition_keys),
+        delta_path=source.delta_path,
+        iceberg_table=source.iceberg_table,
+        format_version=source.format_version,
+        allowed_roots=source.allowed_roots,
+        executors=spark.settings.executors,
+        log=context.log.info,
+    )
+    if run.error is not None or run.absent:
+        yield from recorded_before_failure(source, context, spark, run)
+        raise_failure(source, run)
+    mirror, status = read_back(spark.settings.catalog, source.delta_table(), source.iceberg_table)
+    key = context.asset_key
+    yield from expired_observations(key, run.expired, mirror, EXPIRED, _expired_description)
+    if run.vacuumed:
+        held = context.instance.get_materialized_partitions(key)
+        vacuumed = [v for v in run.vacuumed if partition_key(v) in held or v in run.versions]
+        yield from expired_observations(key, vacuumed, mirror, VACUUMED, _vacuumed_description)
+        retired = retire_expired_partitions(context.instance, source, run.vacuumed)
+        if retired:
+            context.log.info(
+                f"{source.iceberg_table}: partitions {', '.join(retired)} retired (Delta's VACUUM deleted "
+                "data files their snapshots named; the snapshots are expired)"
             )
-        done = {r.delta_version for r in self.mirrored} | set(existing) | set(unreadable) | set(expired)
-        done |= set(vacuumed)
-        absent = [v for v in self.versions if v not in done]
-        if absent:
-            yield from self._recorded_before_failure()
-            raise dg.Failure(
-                description=f"Delta version(s) {_versions_text(absent)} do not exist in "
-                f"{self.source.delta_path} (latest is {latest})",
-                allow_retries=False,
-            )
-        mirror, status = self._read_back()
-        existing = {v: snap for v, snap in existing.items() if v not in vacuumed}
-        yield from self._expired_observations(expired, mirror)
-        if vacuumed:
-            yield from self._vacuumed_observations(vacuumed, mirror)
-            retired = retire_expired_partitions(self.context.instance, self.source, vacuumed)
-            if retired:
-                self.context.log.info(
-                    f"{self.table}: partitions {', '.join(retired)} retired (Delta's VACUUM deleted data "
-                    "files their snapshots named; the snapshots are expired)"
-                )
-        yield from self._materializations(
-            self._recorded(existing, mirror), self._run_figures(began), mirror, status
+    figures = run_figures(run, began)
+    yield from materializations(source, context, recorded(run, mirror), figures, mirror, status)
+    yield no_derived_materializations()
+
+
+def recorded(run: RangeSync, mirror: MirrorTable) -> list[Recorded]:
+    """Every version the run records: those it mirrored (below its range too), those already there,
+    and the mirror's current version again when the run's are all older."""
+    table, below = run.iceberg_table, f"mirrored first, in the run for Delta version(s) {run.span}"
+    found = [
+        Recorded(
+            r.delta_version,
+            r.snapshot_id,
+            version_metadata(r, table),
+            None if r.delta_version in run.versions else below,
         )
-        yield no_derived_materializations()
-
-    def _existing(self, mirror: MirrorTable | None) -> dict[int, Snapshot]:
-        """The run's versions the mirror already holds a snapshot of (logged, with the expired ones)."""
-        existing: dict[int, Snapshot] = {}
-        if mirror is not None:
-            existing = {v: s for v in self.versions if (s := mirror.snapshot_for_version(v)) is not None}
-        expired = expired_versions(mirror, self.versions)
-        if expired:
-            self.context.log.info(
-                f"Delta version(s) {_versions_text(expired)} already mirrored; their snapshots have expired "
-                "(cleanup job): nothing to commit, recorded as expired"
-            )
-        if existing:
-            self.context.log.info(f"Delta version(s) {_versions_text(sorted(existing))} already mirrored")
-        return existing
-
-    def _sync(self, iceberg: IcebergJava) -> SyncResult:
-        def on_version(result: VersionResult) -> None:
-            self.mirrored.append(result)
-            self.context.log.info(
-                f"mirrored Delta version {result.delta_version} ({result.operation}) as snapshot "
-                f"{result.snapshot_id}: {result.dvs_written} DVs, {result.bytes_written} bytes"
-            )
-
-        return sync_table(
-            self.spark.spark_session,
-            self.source.delta_path,
-            self.table,
-            format_version=self.source.format_version,
-            until_version=self.newest,
-            allowed_roots=self.source.allowed_roots,
-            executors=self.spark.settings.executors,
-            iceberg=iceberg,
-            on_version=on_version,
-        )
-
-    def _read_back(self) -> tuple[MirrorTable, MirrorStatus]:
-        """The table as the catalog has it after the run (pyiceberg), and where it stands against the
-        Delta log."""
-        mirror = read_mirror_table(self.spark.settings.catalog, self.table)
-        if mirror is None:
-            raise ValueError(f"{self.table} is not in the catalog {self.spark.settings.catalog.describe()}")
-        return mirror, mirror_status(self.source.delta_table(), mirror, self.table)
-
-    @property
-    def _run_span(self) -> str:
-        return str(self.newest) if len(self.versions) == 1 else f"{self.versions[0]}..{self.newest}"
-
-    def _recorded(self, existing: dict[int, Snapshot], mirror: MirrorTable) -> list[Recorded]:
-        """Every version the run records: those it mirrored (below its range too), those already there,
-        and the mirror's current version again when the run's are all older."""
-        recorded = [
+        for r in run.mirrored
+    ]
+    found += [
+        Recorded(v, snap.snapshot_id, existing_metadata(snap, table)) for v, snap in run.existing.items()
+    ]
+    current = current_after(mirror, run.newest)
+    if current is not None and current.delta_version is not None:
+        # Older versions materialized again: the mirror's current version stays the latest.
+        found.append(
             Recorded(
-                r.delta_version,
-                r.snapshot_id,
-                version_metadata(r, self.table),
-                None
-                if r.delta_version in self.versions
-                else f"mirrored first, in the run for Delta version(s) {self._run_span}",
+                current.delta_version, current.snapshot_id, existing_metadata(current, table), RECORDED_AGAIN
             )
-            for r in self.mirrored
-        ] + [
-            Recorded(v, snap.snapshot_id, existing_metadata(snap, self.table)) for v, snap in existing.items()
-        ]
-        current = mirror.mirrored_base
-        if current is not None and current.delta_version is not None and current.delta_version > self.newest:
-            # Older versions materialized again: the mirror's current version stays the latest.
-            recorded.append(
-                Recorded(
-                    current.delta_version,
-                    current.snapshot_id,
-                    existing_metadata(current, self.table),
-                    RECORDED_AGAIN,
-                )
-            )
-        return recorded
+        )
+    return found
 
-    def _run_figures(self, began: float) -> dict[str, Any]:
-        figures: dict[str, Any] = {
-            "run_versions": dg.MetadataValue.text(self._run_span),
-            "run_duration_seconds": dg.MetadataValue.float(round(time.monotonic() - began, 3)),
-            "mirrored_versions": dg.MetadataValue.text(
-                _versions_text([r.delta_version for r in self.mirrored]) or "none: all already mirrored"
-            ),
+
+def run_figures(run: RangeSync, began: float) -> dict[str, Any]:
+    figures: dict[str, Any] = {
+        "run_versions": dg.MetadataValue.text(run.span),
+        "run_duration_seconds": dg.MetadataValue.float(round(time.monotonic() - began, 3)),
+        "mirrored_versions": dg.MetadataValue.text(
+            versions_text([r.delta_version for r in run.mirrored]) or "none: all already mirrored"
+        ),
+    }
+    if run.mirrored:
+        figures |= {
+            "dvs_copied_in_run": dg.MetadataValue.int(sum(r.dvs_written for r in run.mirrored)),
+            "bytes_written_in_run": dg.MetadataValue.int(sum(r.bytes_written for r in run.mirrored)),
+            **details({"gap_versions_mirrored_first": len(run.mirrored_below)}),
         }
-        if self.mirrored:
-            below = [r for r in self.mirrored if r.delta_version not in self.versions]
-            figures |= {
-                "dvs_copied_in_run": dg.MetadataValue.int(sum(r.dvs_written for r in self.mirrored)),
-                "bytes_written_in_run": dg.MetadataValue.int(sum(r.bytes_written for r in self.mirrored)),
-                **details({"gap_versions_mirrored_first": len(below)}),
-            }
-        return figures
+    return figures
 
-    def _materializations(
-        self,
-        recorded: list[Recorded],
-        run_figures: dict[str, dg.MetadataValue],
-        mirror: MirrorTable | None,
-        status: MirrorStatus | None,
-    ) -> list[dg.AssetMaterialization]:
-        """One materialization per version, in ascending version order (partition_events.py): each with
-        its version's metadata, its snapshot's dagster/* table metadata and the mirror's lag; the newest
-        also with the run's figures and the mirror's current state (what the asset's overview shows)."""
-        if not recorded:
-            return []
-        ordered = sorted(recorded, key=lambda r: r.version)
-        add_missing_partitions(
-            self.context.instance, self.source.partitions_name, [partition_key(r.version) for r in ordered]
+
+def materializations(
+    source: DeltaSource,
+    context: dg.AssetExecutionContext,
+    recorded: list[Recorded],
+    run_figures: dict[str, dg.MetadataValue],
+    mirror: MirrorTable | None,
+    status: MirrorStatus | None,
+) -> list[dg.AssetMaterialization]:
+    """One materialization per version, in ascending version order (partition_events.py): each with
+    its version's metadata, its snapshot's dagster/* table metadata and the mirror's lag; the newest
+    also with the run's figures and the mirror's current state (what the asset's overview shows)."""
+    if not recorded:
+        return []
+    ordered = sorted(recorded, key=lambda r: r.version)
+    add_missing_partitions(
+        context.instance, source.partitions_name, [partition_key(r.version) for r in ordered]
+    )
+    # Dagster's table metadata (dagster/row_count, dagster/column_schema, dagster/table_name) by snapshot.
+    standard = (
+        {}
+        if mirror is None
+        else {
+            r.snapshot_id: iceberg_snapshot_metadata(mirror, r.snapshot_id, source.spark_table)
+            for r in ordered
+        }
+    )
+    lag = {} if status is None else lag_metadata(status)
+    events = []
+    for r in ordered:
+        metadata = merge_metadata(r.metadata, standard.get(r.snapshot_id, {}), lag)
+        if r is ordered[-1]:
+            metadata = merge_metadata(
+                metadata, run_figures, {} if status is None else current_state_metadata(status)
+            )
+        events.append(
+            dg.AssetMaterialization(
+                asset_key=context.asset_key,
+                partition=partition_key(r.version),
+                description=r.description,
+                metadata=metadata,
+            )
         )
-        standard = (
-            {} if mirror is None else standard_metadata(mirror, self.source, [r.snapshot_id for r in ordered])
+    return in_version_order(events)
+
+
+def recorded_before_failure(
+    source: DeltaSource, context: dg.AssetExecutionContext, spark: IcebergSparkResource, run: RangeSync
+) -> list[dg.AssetMaterialization]:
+    """The versions committed before the run failed: they are in the table, so they are recorded.
+    The table metadata and the status are informative only here, so reading them must not replace
+    the run's real error with its own."""
+    if not run.mirrored:
+        return []
+    mirror, status = None, None
+    try:
+        mirror, status = read_back(spark.settings.catalog, source.delta_table(), source.iceberg_table)
+    except Exception as err:
+        context.log.warning(f"no table metadata or lag for the versions mirrored before it: {err}")
+    failed = "mirrored before the run failed"
+    found = [
+        Recorded(r.delta_version, r.snapshot_id, version_metadata(r, run.iceberg_table), failed)
+        for r in run.mirrored
+    ]
+    return materializations(source, context, found, {}, mirror, status)
+
+
+def _expired_description(version: int, readable: str) -> str:
+    return f"Delta version {version} was mirrored; its snapshot has expired (readable: {readable})"
+
+
+def _vacuumed_description(version: int, readable: str) -> str:
+    return (
+        f"Delta's VACUUM deleted data files the snapshot of Delta version {version} named: no reader can "
+        f"read it, its snapshot is expired (readable: {readable})"
+    )
+
+
+def expired_observations(
+    key: dg.AssetKey,
+    versions: list[int],
+    mirror: MirrorTable,
+    status: str,
+    describe: Callable[[int, str], str],
+) -> list[dg.AssetObservation]:
+    """One observation per version of the run whose snapshot the mirror no longer holds, not a
+    materialization: expired by the cleanup job (`EXPIRED`), or by the sync after Delta's VACUUM deleted
+    a data file it named (`VACUUMED`, on partitions Dagster holds; those are then retired as the cleanup
+    job retires expired ones). A materialization would show the partition as healthy again in the
+    Partitions view, where the cleanup took it out (maintenance.py); the record that the version was
+    mirrored is its earlier materialization. The run succeeds: the version is mirrored, only no longer
+    readable by time travel."""
+    readable = version_ranges(readable_versions(mirror))
+    return [
+        dg.AssetObservation(
+            asset_key=key,
+            partition=partition_key(v),
+            description=describe(v, readable),
+            metadata={
+                "status": dg.MetadataValue.text(status),
+                "delta_version": dg.MetadataValue.text(str(v)),
+                TIME_TRAVEL: dg.MetadataValue.text("expired"),
+                READABLE_VERSIONS: dg.MetadataValue.text(readable),
+            },
         )
-        lag = {} if status is None else lag_metadata(status)
-        events = []
-        for r in ordered:
-            metadata = merge_metadata(r.metadata, standard.get(r.snapshot_id, {}), lag)
-            if r is ordered[-1]:
-                metadata = merge_metadata(
-                    metadata, run_figures, {} if status is None else current_state_metadata(status)
-                )
-            events.append(
-                dg.AssetMaterialization(
-                    asset_key=self.context.asset_key,
-                    partition=partition_key(r.version),
-                    description=r.description,
-                    metadata=metadata,
-                )
-            )
-        return in_version_order(events)
+        for v in versions
+    ]
 
-    def _recorded_before_failure(self) -> list[dg.AssetMaterialization]:
-        """The versions committed before the run failed: they are in the table, so they are recorded.
-        The table metadata and the status are informative only here, so reading them must not replace
-        the run's real error with its own."""
-        if not self.mirrored:
-            return []
-        mirror, status = None, None
-        try:
-            mirror, status = self._read_back()
-        except Exception as err:
-            self.context.log.warning(f"no table metadata or lag for the versions mirrored before it: {err}")
-        recorded = [
-            Recorded(
-                r.delta_version,
-                r.snapshot_id,
-                version_metadata(r, self.table),
-                "mirrored before the run failed",
-            )
-            for r in self.mirrored
-        ]
-        return self._materializations(recorded, {}, mirror, status)
 
-    def _expired_observations(self, expired: list[int], mirror: MirrorTable) -> list[dg.AssetObservation]:
-        """The run's versions the mirror holds no snapshot of any more (expired by the cleanup job): an
-        observation of each partition, not a materialization. A materialization would show the partition
-        as healthy again in the Partitions view, where the cleanup job took it out (maintenance.py); the
-        record that the version was mirrored is its earlier materialization and the cleanup's observation.
-        The run succeeds: the version is mirrored, only no longer readable by time travel."""
-        readable = version_ranges(readable_versions(mirror))
-        return [
-            dg.AssetObservation(
-                asset_key=self.context.asset_key,
-                partition=partition_key(v),
-                description=f"Delta version {v} was mirrored; its snapshot has expired "
-                f"(readable: {readable})",
-                metadata={
-                    "status": dg.MetadataValue.text(EXPIRED),
-                    "delta_version": dg.MetadataValue.text(str(v)),
-                    TIME_TRAVEL: dg.MetadataValue.text("expired"),
-                    READABLE_VERSIONS: dg.MetadataValue.text(readable),
-                },
-            )
-            for v in expired
-        ]
-
-    def _vacuumed_observations(self, versions: list[int], mirror: MirrorTable) -> list[dg.AssetObservation]:
-        """One observation per version whose snapshot the sync expired after Delta's VACUUM deleted a data
-        file it named (`dv_assets.mirror.vacuum`), on its partition when Dagster holds it (materialized
-        or in this run); the partitions are then retired as the cleanup job retires expired ones."""
-        readable = version_ranges(readable_versions(mirror))
-        held = self.context.instance.get_materialized_partitions(self.context.asset_key)
-        return [
-            dg.AssetObservation(
-                asset_key=self.context.asset_key,
-                partition=partition_key(v),
-                description=f"Delta's VACUUM deleted data files the snapshot of Delta version {v} named: "
-                f"no reader can read it, its snapshot is expired (readable: {readable})",
-                metadata={
-                    "status": dg.MetadataValue.text(VACUUMED),
-                    "delta_version": dg.MetadataValue.text(str(v)),
-                    TIME_TRAVEL: dg.MetadataValue.text("expired"),
-                    READABLE_VERSIONS: dg.MetadataValue.text(readable),
-                },
-            )
-            for v in versions
-            if partition_key(v) in held or v in self.versions
-        ]
+def raise_failure(source: DeltaSource, run: RangeSync) -> NoReturn:
+    """How a failed run ends: versions Delta does not have (never retried); or the sync's error, as
+    `_run_failure` says (the error itself when it says nothing)."""
+    if run.error is None:
+        raise dg.Failure(description=run.absent_text(source.delta_path), allow_retries=False)
+    failure = _run_failure(run.error)
+    if failure is None:
+        raise run.error
+    raise failure from None
 
 
 def _run_failure(err: Exception) -> dg.Failure | None:
@@ -467,11 +385,11 @@ def build_iceberg_mirror_asset(
         tags=source.tags,
         pool=source.pool,
         backfill_policy=dg.BackfillPolicy.single_run(),
+        # The source's freshness policy (none when it has none); the lag check judges the mirror's lag.
+        freshness_policy=None if source.freshness is None else source.freshness.policy(),
     )
     @evaluated
-    def iceberg_mirror(
-        context: dg.AssetExecutionContext, spark: IcebergSparkResource
-    ) -> Iterator[dg.AssetMaterialization | dg.AssetObservation | dg.MaterializeResult]:
-        yield from MirrorRun(source, context, spark).events()
+    def iceberg_mirror(context: dg.AssetExecutionContext, spark: IcebergSparkResource) -> Iterator[Event]:
+        yield from mirror_run(source, context, spark)
 
     return iceberg_mirror

@@ -1,5 +1,11 @@
 """Partitioned asset checks on `iceberg/<source>`: the snapshot for Delta version N is exact.
 
+The three checks of a table are one op (`@multi_asset_check`, subsettable: `mirror_<name>` leaves the
+full scan out, a checks run may ask for one check alone), in the table's pool: one op to build and
+resolve per table instead of three, the same checks, names and descriptions in the UI. It evaluates the
+selected checks in turn, reading the table once per kind of reader (pyiceberg for the metadata check,
+Iceberg Java for the two that read with Spark, which starts only when one of those is selected).
+
 Partitioned asset checks are a preview feature in Dagster 1.13 (a preview warning is logged). A check
 records one `AssetCheckEvaluation` per version it evaluates, on that version's partition and linked to
 that partition's latest materialization: an `AssetCheckResult` cannot name a partition (Dagster stamps
@@ -239,13 +245,13 @@ VersionsOf = Callable[[dg.AssetCheckExecutionContext, dg.AssetKey], list[int]]
 
 def evaluate_versions(
     context: dg.AssetCheckExecutionContext,
+    spec: dg.AssetCheckSpec,
     check: Callable[[int], dg.AssetCheckResult],
     mirror: MirrorTable | None,
     versions_of: VersionsOf = versions_to_check,
 ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
     """`check` on each of the run's versions `versions_of` chooses, one evaluation per version's
     partition; a version whose snapshot has expired keeps its last evaluation (`last_evaluation_again`)."""
-    (spec,) = context.check_specs
     versions = versions_of(context, spec.asset_key)
     expired = set(expired_versions(mirror, versions))
     for version in versions:
@@ -274,74 +280,86 @@ def evaluate_versions(
             partition=key,
         )
     # The check's own (Nothing) output, which an AssetCheckResult would have emitted; without it Dagster
-    # logs that the output is missing and emits it implicitly.
-    yield dg.Output(None, output_name=context.op_def.output_defs[0].name)
+    # logs that the output is missing.
+    yield dg.Output(None, output_name=spec.get_python_identifier())
+
+
+def check_specs(
+    source: DeltaSource, partitions_def: dg.DynamicPartitionsDefinition
+) -> list[dg.AssetCheckSpec]:
+    """The table's three checks, partitioned by Delta version."""
+    asset = dg.AssetKey(source.mirror_asset_key)
+    described = {
+        METADATA_ROW_COUNT: (
+            True,
+            "Delta's live rows at version N from its log (Σ numRecords - Σ DV cardinality) equal the Iceberg "
+            "snapshot summary's total-records - total-position-deletes. Metadata only (no Spark); refuses "
+            "when a Delta file has no numRecords statistic.",
+        ),
+        ROW_COUNT_SCAN: (
+            False,
+            "Full scan (not blocking): Delta's live rows at version N (log and Delta read) equal the rows "
+            "Iceberg reads from the snapshot. The version sensor requests it for the mirror's newest version "
+            "in a run of its own; the checks job scans every version it is asked for.",
+        ),
+        ONE_DV: (
+            True,
+            "At most one DV per data file, each on a live data file, cardinalities equal Delta's.",
+        ),
+    }
+    return [
+        dg.AssetCheckSpec(
+            name, asset=asset, blocking=blocking, description=text, partitions_def=partitions_def
+        )
+        for name, (blocking, text) in described.items()
+    ]
+
+
+def evaluate_checks(
+    context: dg.AssetCheckExecutionContext, source: DeltaSource, spark: IcebergSparkResource
+) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
+    """The selected checks in turn: the metadata check on the table read with pyiceberg (no Spark), the
+    Spark ones on the table loaded once through Iceberg Java (the asset step has finished)."""
+    selected = {key.name: key for key in context.selected_asset_check_keys}
+    specs = {spec.name: spec for spec in context.check_specs if spec.name in selected}
+    catalog = spark.settings.catalog
+    if METADATA_ROW_COUNT in specs:
+        mirror = read_mirror_table(catalog, source.iceberg_table)
+        delta = source.delta_table()
+        yield from evaluate_versions(
+            context,
+            specs[METADATA_ROW_COUNT],
+            lambda version: metadata_row_count_result(delta, source, version, mirror),
+            mirror,
+        )
+    with_spark = [
+        (ONE_DV, one_dv_result, versions_to_check),
+        (ROW_COUNT_SCAN, row_count_result, versions_to_scan),
+    ]
+    if not any(name in specs for name, _, _ in with_spark):
+        return
+    session = spark.spark_session
+    loaded = IcebergJava(session).load(source.iceberg_table)
+    for name, check, versions_of in with_spark:
+        if name in specs:
+            on_version = functools.partial(check, session, catalog, source, mirror=loaded)
+            yield from evaluate_versions(context, specs[name], on_version, loaded, versions_of)
 
 
 def build_checks(
     source: DeltaSource, partitions_def: dg.DynamicPartitionsDefinition
 ) -> list[dg.AssetChecksDefinition]:
-    asset = dg.AssetKey(source.mirror_asset_key)
-
-    def spark_check(
-        name: str, *, blocking: bool, description: str, check: SparkCheck, versions_of: VersionsOf
-    ) -> dg.AssetChecksDefinition:
-        """A check that reads through Spark, in the table's pool (it waits for the mirror's writes)."""
-
-        @dg.asset_check(
-            asset=asset,
-            name=name,
-            blocking=blocking,
-            partitions_def=partitions_def,
-            pool=source.pool,
-            description=description,
-        )
-        @evaluated
-        def with_spark(
-            context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
-        ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
-            session, catalog = spark.spark_session, spark.settings.catalog
-            mirror = IcebergJava(session).load(source.iceberg_table)  # once: the asset step has finished
-            yield from evaluate_versions(
-                context, lambda version: check(session, catalog, source, version, mirror), mirror, versions_of
-            )
-
-        return with_spark
-
-    @dg.asset_check(
-        asset=asset,
-        name=METADATA_ROW_COUNT,
-        blocking=True,
-        partitions_def=partitions_def,
-        description="Delta's live rows at version N from its log (Σ numRecords - Σ DV cardinality) equal "
-        "the Iceberg snapshot summary's total-records - total-position-deletes. Metadata only (no Spark); "
-        "refuses when a Delta file has no numRecords statistic.",
+    @dg.multi_asset_check(
+        name=f"{source.name}_version_checks",
+        specs=check_specs(source, partitions_def),
+        can_subset=True,
+        pool=source.pool,  # the Spark checks wait for the mirror's writes
+        description=f"The asset checks of {source.iceberg_table} on each Delta version's snapshot.",
     )
     @evaluated
-    def metadata_row_count_matches(
+    def version_checks(
         context: dg.AssetCheckExecutionContext, spark: IcebergSparkResource
     ) -> Iterator[dg.AssetCheckEvaluation | dg.Output]:
-        # Neither Spark nor the table's pool: the resource only names the catalog, read with pyiceberg.
-        mirror = read_mirror_table(spark.settings.catalog, source.iceberg_table)
-        delta = source.delta_table()
-        yield from evaluate_versions(
-            context, lambda version: metadata_row_count_result(delta, source, version, mirror), mirror
-        )
+        yield from evaluate_checks(context, source, spark)
 
-    row_count_matches = spark_check(
-        ROW_COUNT_SCAN,
-        blocking=False,
-        description="Full scan (not blocking): Delta's live rows at version N (log and Delta read) equal "
-        "the rows Iceberg reads from the snapshot. The version sensor requests it for the mirror's newest "
-        "version in a run of its own; the checks job scans every version it is asked for.",
-        check=row_count_result,
-        versions_of=versions_to_scan,
-    )
-    one_dv_per_data_file = spark_check(
-        ONE_DV,
-        blocking=True,
-        description="At most one DV per data file, each on a live data file, cardinalities equal Delta's.",
-        check=one_dv_result,
-        versions_of=versions_to_check,
-    )
-    return [metadata_row_count_matches, row_count_matches, one_dv_per_data_file]
+    return [version_checks]
