@@ -25,11 +25,12 @@ from dv_assets.mirror.errors import (
     StorageNotFoundError,
     StorageUnavailableError,
 )
-from dv_assets.mirror.fleet import FleetListener, FleetResult, FleetTable, run_fleet
+from dv_assets.mirror.fleet import FleetListener, FleetResult, run_fleet
 from dv_assets.mirror.follow import Backoff, exit_code_of, is_transient
 from dv_assets.mirror.iceberg.java import IcebergJava
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.sync import sync_table
+from dv_assets.mirror.table_spec import FleetTable
 from tests.helpers.delta_log import SyntheticTable
 from tests.helpers.faults import RaceAt, RaceEveryCommit, UnreachableStatsStorage
 from tests.helpers.readers import pyiceberg_rows, pyiceberg_state, snapshots_by_delta_version
@@ -81,7 +82,7 @@ class Loop(Recorder):
             try:
                 self.result = run_fleet(
                     spark,
-                    [FleetTable(table, str(root), table)],
+                    [FleetTable.one(str(root), table)],
                     stop=self.stop,
                     listener=self,
                     follow=follow,

@@ -129,7 +129,9 @@ class TableSpec(BaseModel):
     name: str  # [a-z][a-z0-9_]*: the table's name in the file, Dagster's names, the CLI's reports
     delta_path: str  # the Delta table as written (relative: resolved); its typed form is `location`
     iceberg_table: str  # NAMESPACE.NAME
-    format_version: int = 3
+    # None (the one-table CLI without --format-version only; a tables file says 2 or 3): the mirror's own,
+    # 3 for a new one.
+    format_version: int | None = 3
     retention: Retention = Field(default_factory=lambda: DEFAULT_RETENTION.model_copy())
     # Folders outside the Delta table whose files its log may name (shallow clones, `p` DVs).
     allowed_roots: tuple[str, ...] = ()
@@ -150,8 +152,8 @@ class TableSpec(BaseModel):
 
     @field_validator("format_version")
     @classmethod
-    def _format(cls, value: int) -> int:
-        return check_format_version(value)
+    def _format(cls, value: int | None) -> int | None:
+        return None if value is None else check_format_version(value)
 
     @property
     def location(self) -> TableLocation:
@@ -168,6 +170,25 @@ class FleetTable:
     # The last mirrored Delta version when the caller knows it (read without a JVM): the first turn's
     # place in the queue. None: not known (a new mirror, or not read).
     mirrored_hint: int | None = None
+
+    @classmethod
+    def one(
+        cls,
+        delta_path: str,
+        iceberg_table: str,
+        format_version: int | None = None,
+        allowed_roots: tuple[str, ...] = (),
+    ) -> FleetTable:
+        """The table of a one-table `dvmirror sync` (a fleet of one), named after its Iceberg table."""
+        name = "table_" + re.sub(r"[^a-z0-9_]", "_", iceberg_table.lower())
+        spec = TableSpec(
+            name=name,
+            delta_path=delta_path,
+            iceberg_table=iceberg_table,
+            format_version=format_version,
+            allowed_roots=allowed_roots,
+        )
+        return cls(spec)
 
     @property
     def name(self) -> str:
@@ -186,7 +207,7 @@ class FleetTable:
         return self.spec.iceberg_table
 
     @property
-    def format_version(self) -> int:
+    def format_version(self) -> int | None:
         return self.spec.format_version
 
     @property

@@ -239,15 +239,9 @@ class OneTableOutput(SessionOutput):
 def run(args: argparse.Namespace, settings: MirrorSettings) -> int:
     """Follow `args.delta_table` into `args.table` until SIGTERM/SIGINT (0) or an error that ends it (its
     exit code: `errors.py`), as a fleet of one table."""
-    from dv_assets.mirror.fleet import FleetTable
+    from dv_assets.mirror.table_spec import FleetTable
 
-    table = FleetTable(
-        name=args.table,
-        delta_path=args.delta_table,
-        iceberg_table=args.table,
-        format_version=args.format_version,
-        allowed_roots=tuple(args.allow_root),
-    )
+    table = FleetTable.one(args.delta_table, args.table, args.format_version, tuple(args.allow_root))
     return run_in_one_session(settings, [table], {}, OneTableOutput(args))
 
 
