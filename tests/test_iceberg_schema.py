@@ -13,15 +13,12 @@ from pyiceberg.table.name_mapping import parse_mapping_from_json
 
 from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
+from dv_assets.mirror.iceberg.name_mapping import NameMapping, merged, of_delta_schema, of_iceberg_schema
 from dv_assets.mirror.iceberg.schema import (
     NESTED_ID_BASE,
     check_format_version,
     evolve,
     highest_field_id,
-    iceberg_name_mapping,
-    mapped_ids,
-    merged_name_mapping,
-    name_mapping,
     partition_spec,
     partition_value,
     partition_value_to_json,
@@ -281,8 +278,8 @@ def test_merged_name_mapping_keeps_every_id_and_name_of_the_history() -> None:
         {"field-id": 4, "names": ["num1"]},
         {"field-id": 2, "names": ["point", "pt"], "fields": [{"field-id": 5, "names": ["y"]}]},
     ]
-    merged = merged_name_mapping(old, new)
-    assert merged == [
+    merged_mapping = merged(NameMapping.from_json(old), NameMapping.from_json(new))
+    assert merged_mapping.to_json() == [
         {"field-id": 1, "names": ["letter"]},
         {
             "field-id": 2,
@@ -291,17 +288,19 @@ def test_merged_name_mapping_keeps_every_id_and_name_of_the_history() -> None:
         },
         {"field-id": 4, "names": ["num1"]},
     ]
-    parse_mapping_from_json(json.dumps(merged))  # a mapping pyiceberg reads
-    assert merged_name_mapping(merged, new) == merged  # merging again changes nothing
+    parse_mapping_from_json(merged_mapping.to_text())  # a mapping pyiceberg reads
+    assert (
+        merged(merged_mapping, NameMapping.from_json(new)) == merged_mapping
+    )  # merging again changes nothing
     with pytest.raises(UnsupportedFeatureError, match=r"'letter'.*ids 1 and 6"):
-        merged_name_mapping(old, [{"field-id": 6, "names": ["letter"]}])
+        merged(NameMapping.from_json(old), NameMapping.from_json([{"field-id": 6, "names": ["letter"]}]))
 
 
 def test_iceberg_name_mapping_names_every_field_by_its_id() -> None:
     schema = to_iceberg_schema(StructType.from_json(NESTED))
-    mapping = iceberg_name_mapping(schema)
-    assert mapped_ids(mapping) == {i for i in range(1, highest_field_id(schema) + 1)}
-    assert mapping == name_mapping(schema, StructType.from_json(NESTED), "none")
+    mapping = of_iceberg_schema(schema)
+    assert mapping.field_ids() == {i for i in range(1, highest_field_id(schema) + 1)}
+    assert mapping == of_delta_schema(schema, StructType.from_json(NESTED), "none")
 
 
 def test_evolution_with_column_mapping_follows_delta_ids_across_renames() -> None:
@@ -420,7 +419,7 @@ def test_name_mapping_uses_file_names() -> None:
     )
     delta_schema = StructType.from_json(delta)
     schema = to_iceberg_schema(delta_schema, "name")
-    mapping = name_mapping(schema, delta_schema, "name")
+    mapping = of_delta_schema(schema, delta_schema, "name").to_json()
     assert mapping == [
         {"field-id": 1, "names": ["col-1"]},
         {"field-id": 3, "names": ["col-3"], "fields": [{"field-id": 2, "names": ["col-2"]}]},
@@ -430,7 +429,7 @@ def test_name_mapping_uses_file_names() -> None:
     assert parsed.root[1].fields[0].field_id == 2
 
     nested = StructType.from_json(NESTED)
-    plain_mapping = name_mapping(to_iceberg_schema(nested), nested, "none")
+    plain_mapping = of_delta_schema(to_iceberg_schema(nested), nested, "none").to_json()
     assert [m["names"] for m in plain_mapping] == [["id"], ["tags"], ["attrs"], ["point"], ["events"]]
     assert plain_mapping[2]["fields"] == [
         {"field-id": 7, "names": ["key"]},
@@ -452,7 +451,7 @@ def test_name_mapping_matches_by_name_when_the_table_schema_differs() -> None:
         }
     )
     delta = StructType.from_json(struct(field("a", "long")))
-    assert name_mapping(iceberg, delta, "none") == [{"field-id": 4, "names": ["a"]}]
+    assert of_delta_schema(iceberg, delta, "none").to_json() == [{"field-id": 4, "names": ["a"]}]
 
 
 def test_fixture_schemas_convert() -> None:

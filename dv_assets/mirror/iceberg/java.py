@@ -373,7 +373,7 @@ class IcebergJava:
             self._set_schema(txn, request.schema)
         properties = dict(request.properties)
         if request.name_mapping is not None:
-            properties[NAME_MAPPING_PROPERTY] = json.dumps(request.name_mapping)
+            properties[NAME_MAPPING_PROPERTY] = request.name_mapping.to_text()
         if properties:
             update = txn.updateProperties()
             for key, value in properties.items():
