@@ -70,7 +70,7 @@ _EXPORTS = {
     "plan_without_jvm": "dv_assets.mirror.iceberg.maintenance",
     "MirrorStatus": "dv_assets.mirror.status",
     "mirror_status": "dv_assets.mirror.status",
-    "first_readable_version": "dv_assets.mirror.status",
+    "recorded_first_readable_version": "dv_assets.mirror.status",
     "readable_versions": "dv_assets.mirror.status",
     "expired_versions": "dv_assets.mirror.status",
     "version_ranges": "dv_assets.mirror.status",

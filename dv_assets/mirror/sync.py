@@ -33,7 +33,7 @@ from dv_assets.mirror.delta.data_files import (
     DataFileMissingError,
     ReadableStart,
     check_data_files_present,
-    first_readable_version,
+    find_readable_start,
     record_count,
 )
 from dv_assets.mirror.delta.paths import PathPolicy
@@ -380,10 +380,10 @@ def _first_version(
     delta: DeltaTable, latest: int, target: int, io: FileIO, paths: PathPolicy
 ) -> ReadableStart:
     """A new mirror's first version when the oldest one the log holds is not readable: the first one
-    from there whose every live data file and DV file is still there (`first_readable_version`).
+    from there whose every live data file and DV file is still there (`find_readable_start`).
     Refuses when no version up to `target` is readable."""
     oldest = delta.oldest_version()
-    readable: ReadableStart = first_readable_version(delta, oldest, target, io, paths)
+    readable: ReadableStart = find_readable_start(delta, oldest, target, io, paths)
     if readable.version is not None:
         return readable
     later = f"; a version after {target} may be: sync up to a later one" if target < latest else ""

@@ -59,11 +59,11 @@ from dv_assets.mirror import (
     SyncResult,
     VersionResult,
     expired_versions,
-    first_readable_version,
     masked,
     mirror_status,
     read_mirror_table,
     readable_versions,
+    recorded_first_readable_version,
     sync_table,
     version_ranges,
 )
@@ -176,7 +176,7 @@ class MirrorRun:
         mirror = iceberg.load(self.table)
         last = None if mirror is None else mirror.last_mirrored_version
         # The mirror starts at its first readable version: the ones before are not readable in Delta.
-        first_readable = None if mirror is None else first_readable_version(mirror)
+        first_readable = None if mirror is None else recorded_first_readable_version(mirror)
         existing = self._existing(mirror)
         expired = expired_versions(mirror, self.versions)
         began = time.monotonic()

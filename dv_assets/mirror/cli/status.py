@@ -33,7 +33,7 @@ from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorInputError, worst_exit_code
 from dv_assets.mirror.iceberg.mirror_table import DELTA_TABLE_PROPERTY, MirrorTable
 from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table, read_snapshot_files
-from dv_assets.mirror.identity import check_mirrors
+from dv_assets.mirror.identity import check_is_mirror_of
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.settings import CatalogConfig
@@ -138,7 +138,7 @@ def mirrored_delta_root(mirror: MirrorTable | None, table_name: str, delta_path:
     if delta_path is not None:
         delta_root = table_root_of(delta_path)
         if mirror is not None:
-            check_mirrors(mirror, delta_root, None)
+            check_is_mirror_of(mirror, delta_root, None)
         return delta_root
     assert mirror is not None
     recorded = mirror.properties.get(DELTA_TABLE_PROPERTY)
