@@ -40,7 +40,7 @@ from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.status import MirrorStatus, mirror_status, version_ranges
 
 
-def add_parser(commands: argparse._SubParsersAction, epilog: str | None) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
     status = commands.add_parser(
         "status",
         help="where each mirror stands: mirrored version, Delta's latest, lag, snapshot (no JVM)",
