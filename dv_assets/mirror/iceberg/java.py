@@ -11,8 +11,8 @@ delete files back, through the project's helper `dev.dvmirror.ContentFileBatch` 
 `make jars`), never a round trip per file, in one line format (`iceberg/content_file_lines.py`). The
 lines go through a private local file, streamed on both sides: the driver's Python and its JVM share a
 machine, and a large version never becomes one string. Results come back the one same way: a helper
-method writes lines (content file JSON, or locations) to such a file, which the driver reads
-(`_lines_written`).
+method writes JSON lines (content files, or locations as JSON strings) to such a file, which the driver
+reads (`_json_lines_written`).
 
 Each Delta version becomes one Iceberg transaction: optional schema/property updates and one row-delta
 snapshot, committed together or not at all.
@@ -236,8 +236,8 @@ class IcebergJava:
         if snapshot is None:
             return {}
         found: dict[str, DeleteFile] = {}
-        for line in _lines_written(self._batch.writeDeleteFiles, table, snapshot.snapshotId()):
-            parsed = DeleteFile.from_json(json.loads(line))
+        for entry in _json_lines_written(self._batch.writeDeleteFiles, table, snapshot.snapshotId()):
+            parsed = DeleteFile.from_json(entry)
             found[parsed.referenced_data_file] = parsed
         return found
 
@@ -271,7 +271,7 @@ class IcebergJava:
             for manifest in snapshot.deleteManifests(io):
                 path = str(manifest.path())
                 if path not in deletes_of_manifest:
-                    locations = _lines_written(self._batch.writeDeleteFileLocations, table, manifest)
+                    locations = _json_lines_written(self._batch.writeDeleteFileLocations, table, manifest)
                     deletes_of_manifest[path] = frozenset(locations)
                 deletes |= deletes_of_manifest[path]
             out[snapshot_id] = ReferencedFiles(frozenset(metadata), frozenset(deletes))
@@ -543,7 +543,7 @@ class IcebergJava:
     def _data_file_locations(self, table_name: str, snapshot_id: int) -> Iterator[str]:
         """The locations of a snapshot's live data files, read from its data manifests by the helper."""
         table = self._with_snapshot(table_name, snapshot_id)
-        return _lines_written(self._batch.writeDataFileLocations, table, snapshot_id)
+        return _json_lines_written(self._batch.writeDataFileLocations, table, snapshot_id)
 
     def unregister(self, table_name: str) -> bool:
         """Remove the table from the catalog without deleting any file (never a purge: the data files
@@ -551,15 +551,15 @@ class IcebergJava:
         return bool(self._catalog.dropTable(self._identifier(table_name), False))
 
 
-def _lines_written(write: Callable[..., Any], *args: Any) -> Iterator[str]:
-    """The lines the helper method `write` writes, called with `args` and a local file last: the one way
-    results come back from the JVM (streamed on both sides, never one large py4j string; the driver and
-    its JVM share a machine)."""
+def _json_lines_written(write: Callable[..., Any], *args: Any) -> Iterator[Any]:
+    """The values the helper method `write` writes, called with `args` and a local file last, one JSON
+    value a line: the one way results come back from the JVM (streamed on both sides, never one large
+    py4j string; the driver and its JVM share a machine; a location with a line break stays one line)."""
     with lines_file() as path:
         write(*args, str(path))
         with path.open(encoding="utf-8") as lines:
             for line in lines:
-                yield line.rstrip("\n")
+                yield json.loads(line)
 
 
 def _helper_class(jvm: Any, name: str) -> Any:

@@ -330,7 +330,7 @@ public final class ContentFileBatch {
 
   /**
    * Writes the locations of a delete manifest's live delete files to the local file {@code outFile},
-   * one per line; returns how many.
+   * one JSON string per line (a location may hold a line break); returns how many.
    */
   public static int writeDeleteFileLocations(Table table, ManifestFile manifest, String outFile)
       throws IOException {
@@ -339,7 +339,7 @@ public final class ContentFileBatch {
         ManifestReader<DeleteFile> reader =
             ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) {
       for (DeleteFile file : reader) {
-        out.write(file.location());
+        out.write(JsonUtil.mapper().writeValueAsString(file.location()));
         out.write('\n');
         written++;
       }
@@ -349,7 +349,7 @@ public final class ContentFileBatch {
 
   /**
    * Writes the locations of a snapshot's live data files (what Iceberg's {@code data_files} metadata
-   * table lists at it) to the local file {@code outFile}, one per line; returns how many.
+   * table lists at it) to the local file {@code outFile}, one JSON string per line; returns how many.
    */
   public static int writeDataFileLocations(Table table, long snapshotId, String outFile)
       throws IOException {
@@ -363,7 +363,7 @@ public final class ContentFileBatch {
         try (ManifestReader<DataFile> reader =
             ManifestFiles.read(manifest, table.io(), table.specs())) {
           for (DataFile file : reader) {
-            out.write(file.location());
+            out.write(JsonUtil.mapper().writeValueAsString(file.location()));
             out.write('\n');
             written++;
           }
