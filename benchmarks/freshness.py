@@ -48,7 +48,7 @@ from dv_assets.demo.sample_table import build_sample_table
 from dv_assets.mirror import CatalogConfig, DeltaTable, MirrorSettings, last_mirrored_version, sync_table
 from tests.helpers.dagster import evaluate_sensor, record_tick
 from tests.helpers.paths import DVMIRROR
-from tests.helpers.processes import dvmirror_env, no_java_env, run, run_dvmirror
+from tests.helpers.processes import catalog_args, dvmirror_env, no_java_env, run, run_dvmirror
 
 REPEAT = 3
 FOLLOW_VERSIONS = 5
@@ -95,7 +95,7 @@ class FreshTable:
     @property
     def flags(self) -> list[str]:
         """The CLI's catalog flags for the bench's catalog."""
-        return ["--catalog-uri", self.catalog.sqlalchemy_uri, "--warehouse", str(self.catalog.warehouse)]
+        return catalog_args(self.catalog)
 
     @property
     def sync_command(self) -> list[str]:

@@ -252,7 +252,7 @@ def test_missing_commit_info_stats_and_unknown_actions_are_tolerated(tmp_path: P
     table = DeltaTable(root)
     first, second = table.changes(0, 1)
     assert first.commit_info == {} and first.operation is None
-    assert first.added[0].num_records is None and first.added[0].parsed_stats is None
+    assert first.added[0].num_records is None and first.added[0].stats is None
     assert names(second.added) == ["b.parquet"] and second.added[0].num_records == 10
 
 
@@ -581,7 +581,7 @@ def test_changes_hand_out_stats_of_added_files_only(tmp_path: Path, monkeypatch:
     )
     zero, one, two = DeltaTable(root).changes(0, 2)
     # Added files carry their stats (the mirror's Iceberg metrics), also after later changes were read.
-    assert [f.parsed_stats for f in zero.added] == [{"numRecords": 7}, {"numRecords": 8}]
+    assert [json.loads(f.stats or "null") for f in zero.added] == [{"numRecords": 7}, {"numRecords": 8}]
     before, after = one.dv_changed[0]
     # DV updates and files as they were live before: every field but the stats text, row counts included.
     assert (after.stats, after.num_records, after.dv_unique_id) == (None, 7, "udv1@1")
@@ -627,7 +627,7 @@ def test_checkpoint_is_streamed_in_batches(tmp_path: Path, monkeypatch: pytest.M
             f"f{i}.parquet": i for i in range(25)
         }
         assert files["a.parquet"].deletion_vector == DeletionVectorDescriptor("u", "dv1", 1, 34, 2)
-        assert (files["f3.parquet"].parsed_stats is not None) is with_stats
+        assert (files["f3.parquet"].stats is not None) is with_stats
 
 
 def test_live_files_share_repeated_values_and_keep_their_raw_path(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.faults import RaceAt
 from tests.helpers.paths import DVMIRROR
-from tests.helpers.processes import dvmirror_env
+from tests.helpers.processes import catalog_uri, dvmirror_env
 from tests.helpers.readers import assert_mirror_exact
 
 pytestmark = [pytest.mark.spark, pytest.mark.faults]
@@ -51,7 +51,7 @@ def test_two_processes_racing_for_many_rounds(copy_fixture, tmp_path: Path, spar
             "--table",
             name,
             "--catalog-uri",
-            here.sqlalchemy_uri,
+            catalog_uri(here),
             "--warehouse",
             str(here.warehouse),
             "--until-version",

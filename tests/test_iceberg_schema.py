@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 from pyiceberg.partitioning import PartitionSpec
-from pyiceberg.table.name_mapping import parse_mapping_from_json
 
 from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
@@ -18,10 +17,6 @@ from dv_assets.mirror.iceberg.schema import (
     check_format_version,
     evolve,
     highest_field_id,
-    iceberg_name_mapping,
-    mapped_ids,
-    merged_name_mapping,
-    name_mapping,
     partition_spec,
     partition_value,
     partition_value_to_json,
@@ -272,38 +267,6 @@ def test_a_name_back_with_a_type_iceberg_cannot_promote_to_is_refused_by_name() 
         evolve(second, StructType.from_json(struct(field("letter", "integer"))), "none", history=(first,))
 
 
-def test_merged_name_mapping_keeps_every_id_and_name_of_the_history() -> None:
-    old = [
-        {"field-id": 1, "names": ["letter"]},
-        {"field-id": 2, "names": ["point"], "fields": [{"field-id": 3, "names": ["x"]}]},
-    ]
-    new = [
-        {"field-id": 4, "names": ["num1"]},
-        {"field-id": 2, "names": ["point", "pt"], "fields": [{"field-id": 5, "names": ["y"]}]},
-    ]
-    merged = merged_name_mapping(old, new)
-    assert merged == [
-        {"field-id": 1, "names": ["letter"]},
-        {
-            "field-id": 2,
-            "names": ["point", "pt"],
-            "fields": [{"field-id": 3, "names": ["x"]}, {"field-id": 5, "names": ["y"]}],
-        },
-        {"field-id": 4, "names": ["num1"]},
-    ]
-    parse_mapping_from_json(json.dumps(merged))  # a mapping pyiceberg reads
-    assert merged_name_mapping(merged, new) == merged  # merging again changes nothing
-    with pytest.raises(UnsupportedFeatureError, match=r"'letter'.*ids 1 and 6"):
-        merged_name_mapping(old, [{"field-id": 6, "names": ["letter"]}])
-
-
-def test_iceberg_name_mapping_names_every_field_by_its_id() -> None:
-    schema = to_iceberg_schema(StructType.from_json(NESTED))
-    mapping = iceberg_name_mapping(schema)
-    assert mapped_ids(mapping) == {i for i in range(1, highest_field_id(schema) + 1)}
-    assert mapping == name_mapping(schema, StructType.from_json(NESTED), "none")
-
-
 def test_evolution_with_column_mapping_follows_delta_ids_across_renames() -> None:
     array = {"type": "array", "elementType": "integer", "containsNull": True}
     first = to_iceberg_schema(
@@ -410,49 +373,6 @@ def test_a_recorded_widening_iceberg_promotes_is_accepted_on_a_first_schema() ->
     }
     schema = to_iceberg_schema(StructType.from_json(struct(field("c", "long", **changes))))
     assert str(schema) == "struct<c: long>"
-
-
-def test_name_mapping_uses_file_names() -> None:
-    delta = struct(
-        mapped("a", "long", 1),
-        mapped("s", struct(mapped("inner", "string", 2)), 3),
-        mapped("xs", {"type": "array", "elementType": "integer", "containsNull": True}, 4),
-    )
-    delta_schema = StructType.from_json(delta)
-    schema = to_iceberg_schema(delta_schema, "name")
-    mapping = name_mapping(schema, delta_schema, "name")
-    assert mapping == [
-        {"field-id": 1, "names": ["col-1"]},
-        {"field-id": 3, "names": ["col-3"], "fields": [{"field-id": 2, "names": ["col-2"]}]},
-        {"field-id": 4, "names": ["col-4"], "fields": [{"field-id": NESTED_ID_BASE, "names": ["element"]}]},
-    ]
-    parsed = parse_mapping_from_json(json.dumps(mapping))
-    assert parsed.root[1].fields[0].field_id == 2
-
-    nested = StructType.from_json(NESTED)
-    plain_mapping = name_mapping(to_iceberg_schema(nested), nested, "none")
-    assert [m["names"] for m in plain_mapping] == [["id"], ["tags"], ["attrs"], ["point"], ["events"]]
-    assert plain_mapping[2]["fields"] == [
-        {"field-id": 7, "names": ["key"]},
-        {"field-id": 8, "names": ["value"]},
-    ]
-    parse_mapping_from_json(json.dumps(plain_mapping))
-
-
-def test_name_mapping_matches_by_name_when_the_table_schema_differs() -> None:
-    # The Iceberg schema may hold columns Delta dropped; the mapping covers what Delta has.
-    iceberg = IcebergSchema.from_json(
-        {
-            "type": "struct",
-            "schema-id": 3,
-            "fields": [
-                {"id": 9, "name": "gone", "required": False, "type": "int"},
-                {"id": 4, "name": "a", "required": False, "type": "long"},
-            ],
-        }
-    )
-    delta = StructType.from_json(struct(field("a", "long")))
-    assert name_mapping(iceberg, delta, "none") == [{"field-id": 4, "names": ["a"]}]
 
 
 def test_fixture_schemas_convert() -> None:

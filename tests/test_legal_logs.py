@@ -14,9 +14,9 @@ import pytest
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.delta.schema import StructType
 from dv_assets.mirror.errors import UnsupportedFeatureError
+from dv_assets.mirror.iceberg.name_mapping import of_delta_schema
 from dv_assets.mirror.iceberg.schema import (
     evolve,
-    name_mapping,
     partition_spec,
     partition_value,
     partition_value_to_json,
@@ -164,7 +164,7 @@ def test_upgrade_to_column_mapping_keeps_ids_of_a_flat_schema() -> None:
     assert evolved.to_json()["fields"] == previous.to_json()["fields"]
     assert evolved.to_json()["schema-id"] == previous.to_json()["schema-id"] + 1
     # Old files (no field ids) are still read by name: the same names map to the same ids.
-    assert name_mapping(evolved, StructType.from_json(after), "name") == name_mapping(
+    assert of_delta_schema(evolved, StructType.from_json(after), "name") == of_delta_schema(
         previous, StructType.from_json(before), "none"
     )
     assert partition_spec(evolved, ["p"]) == partition_spec(previous, ["p"])

@@ -38,7 +38,7 @@ from tests.helpers.delta_histories import (
     partitioned_history,
 )
 from tests.helpers.paths import REPO_ROOT
-from tests.helpers.processes import clean_env, jars_dir, run
+from tests.helpers.processes import catalog_uri, clean_env, jars_dir, run
 from tests.helpers.readers import (
     iceberg_rust_rows,
     pyiceberg_columns,
@@ -74,7 +74,7 @@ def old_sync(old_code: Path, catalog: CatalogConfig, delta: Path, table: str, fm
         "--table",
         table,
         "--catalog-uri",
-        catalog.sqlalchemy_uri,
+        catalog_uri(catalog),
         "--warehouse",
         str(catalog.warehouse),
         "--format-version",

@@ -12,7 +12,7 @@ from dv_assets.mirror.locations import comparable
 from dv_assets.mirror.placement import ExecutorPolicy
 from dv_assets.mirror.settings import CatalogConfig
 from tests.helpers.paths import expected_rows
-from tests.helpers.processes import run_dvmirror
+from tests.helpers.processes import catalog_uri, run_dvmirror
 from tests.helpers.readers import iceberg_java_rows, pyiceberg_rows, snapshots_by_delta_version
 from tests.helpers.rows import sorted_rows
 
@@ -31,7 +31,7 @@ def cli_mirror(tmp_path_factory: pytest.TempPathFactory):
     delta = root / TABLE
     shutil.copytree(DELTA_FIXTURES / TABLE, delta)
     catalog = CatalogConfig.sqlite(root / "catalog.db", root / "wh")
-    args = ["sync", str(delta), "--table", "fx.t", "--catalog-uri", catalog.sqlalchemy_uri]
+    args = ["sync", str(delta), "--table", "fx.t", "--catalog-uri", catalog_uri(catalog)]
     first = run_dvmirror(*args, "--warehouse", str(catalog.warehouse), "--json", cwd=root)
     assert first.returncode == 0, first.stderr
     second = run_dvmirror(*args, "--warehouse", str(catalog.warehouse), "--json", cwd=root)

@@ -37,7 +37,15 @@ from tests.helpers.dagster import (
     source_attributes,
     tables_file,
 )
-from tests.helpers.processes import CHROMIUM, chromium, dvmirror_env, free_port, rendered_text, wait_for_text
+from tests.helpers.processes import (
+    CHROMIUM,
+    catalog_uri,
+    chromium,
+    dvmirror_env,
+    free_port,
+    rendered_text,
+    wait_for_text,
+)
 
 REPO = Path(__file__).resolve().parent.parent
 SCREENSHOTS = REPO / ".screenshots"
@@ -82,7 +90,7 @@ def webserver(spark, catalog, copy_fixture, tmp_path) -> Iterator[tuple[str, str
         **os.environ,
         "DAGSTER_HOME": str(home),
         "DVMIRROR_SOURCES": str(sources),
-        "DVMIRROR_CATALOG_URI": catalog.sqlalchemy_uri,
+        "DVMIRROR_CATALOG_URI": catalog_uri(catalog),
         "DVMIRROR_WAREHOUSE": str(catalog.warehouse),
     }
     webserver_bin = Path(sys.executable).parent / "dagster-webserver"

@@ -93,7 +93,7 @@ _EXPORTS = {
     "clean_table": "dv_assets.mirror.cleanup",
     "MirrorStatus": "dv_assets.mirror.status",
     "mirror_status": "dv_assets.mirror.status",
-    "first_readable_version": "dv_assets.mirror.status",
+    "recorded_first_readable_version": "dv_assets.mirror.status",
     "readable_versions": "dv_assets.mirror.status",
     "expired_versions": "dv_assets.mirror.status",
     "version_ranges": "dv_assets.mirror.status",

@@ -29,7 +29,7 @@ def check_apart(table_location: str, delta_root: str, table_name: str) -> None:
         )
 
 
-def check_mirrors(table: MirrorTable, delta_root: str, format_version: int | None) -> None:
+def check_is_mirror_of(table: MirrorTable, delta_root: str, format_version: int | None) -> None:
     """An existing Iceberg table is written only when it is dv-mirror's mirror of this Delta table, in the
     format version asked for (None: any)."""
     mirrored_from = table.properties.get(DELTA_TABLE_PROPERTY)
@@ -57,7 +57,7 @@ def mirror_position(
     """An existing mirror's last mirrored Delta version (None: none yet) and the next version to mirror,
     once it is known to be this Delta table's mirror, in `format_version` (None: any), continued by the log.
     The one answer of "is there anything to do", whichever adapter (Iceberg Java, pyiceberg) read `table`."""
-    check_mirrors(table, delta.table_root, format_version)
+    check_is_mirror_of(table, delta.table_root, format_version)
     base = table.mirrored_base
     start = first_version_to_mirror(delta, table, base, latest, target)
     return (None if base is None else base.delta_version), start

@@ -50,15 +50,14 @@ from dv_assets.mirror.iceberg.mirror_table import (
     MirrorTable,
     NewTable,
 )
+from dv_assets.mirror.iceberg.name_mapping import (
+    NameMapping,
+    mapping_is_stale,
+    merged_table_mapping,
+    table_mapping,
+)
 from dv_assets.mirror.iceberg.types import Schema
 from dv_assets.mirror.locations import comparable, iceberg_location
-
-# Columns Delta writers put in data files without the table schema having them, with the field ids
-# their name-mapping entries use: below Iceberg's reserved ids, far above any id a schema here reaches.
-PHYSICAL_ONLY_COLUMNS = {"_change_type": 2_147_482_000}
-# The ids the file columns of partition columns are mapped to, in Delta's order, without column mapping
-# (see `_partition_columns_unmapped`): below PHYSICAL_ONLY_COLUMNS', ids no schema has.
-PARTITION_FILE_COLUMN_ID_BASE = 2_147_481_000
 
 
 @dataclass(frozen=True)
@@ -83,8 +82,8 @@ class MirrorState:
     # Set with the next commit: the safety properties an older mirror lacks.
     pending_properties: Mapping[str, str] = field(default_factory=dict)
     # The table's name mapping as stored (None: none yet, or unreadable) and every schema it had, oldest
-    # first: the mapping keeps every id and name of the table's history (`iceberg_schema.evolve`).
-    name_mapping: tuple[dict, ...] | None = None
+    # first: the mapping keeps every id and name of the table's history (`iceberg/name_mapping.py`).
+    name_mapping: NameMapping | None = None
     history: tuple[Schema, ...] = ()
     # The name mapping lacks a physical-only column or a field id of the table's history: the next commit
     # rewrites it.
@@ -118,7 +117,7 @@ class MirrorState:
         the table says it has none)."""
         properties = table.properties
         mirrored_columns = properties.get(DELTA_PARTITION_COLUMNS_PROPERTY)
-        name_mapping = _stored_name_mapping(properties.get(NAME_MAPPING_PROPERTY))
+        stored_mapping = NameMapping.parse(properties.get(NAME_MAPPING_PROPERTY))
         history = tuple(schema for _, schema in sorted(table.schemas.items())) or (table.schema,)
         partition_columns = None if mirrored_columns is None else tuple(json.loads(mirrored_columns))
         pending = {k: v for k, v in SAFETY_PROPERTIES.items() if properties.get(k) != v}
@@ -137,11 +136,11 @@ class MirrorState:
             delta_table_id=properties.get(DELTA_TABLE_ID_PROPERTY),
             partition_columns=partition_columns,
             pending_properties=pending,
-            name_mapping=name_mapping,
+            name_mapping=stored_mapping,
             history=history,
             # A mirror made before a physical-only column was mapped, or before the mapping kept the
             # table's history, gets them with its next commit.
-            stale_mapping=_stale_mapping(name_mapping, history, table.schema, partition_columns or ()),
+            stale_mapping=mapping_is_stale(stored_mapping, history, table.schema, partition_columns or ()),
         )
 
     def after(self, metadata: Metadata, request: CommitRequest, outcome: CommitOutcome) -> MirrorState:
@@ -163,9 +162,9 @@ class MirrorState:
                 partition_columns = tuple(metadata.partition_columns)
         else:
             table_id, partition_columns = metadata.id, tuple(metadata.partition_columns)
-        name_mapping = self.name_mapping if request.name_mapping is None else tuple(request.name_mapping)
+        mapping = self.name_mapping if request.name_mapping is None else request.name_mapping
         if not self.exists:  # the table was created with the mapping of its first schema
-            name_mapping = tuple(_name_mapping(outcome.schema, metadata))
+            mapping = _name_mapping(outcome.schema, metadata)
         history = self.history
         if all(outcome.schema.schema_id != s.schema_id for s in history):
             history = (*history, outcome.schema)
@@ -173,7 +172,7 @@ class MirrorState:
             self,
             exists=True,
             schema=outcome.schema,
-            name_mapping=name_mapping,
+            name_mapping=mapping,
             history=history,
             base_snapshot_id=outcome.snapshot_id,
             deletes=deletes,
@@ -208,7 +207,7 @@ class VersionPlan:
     rows: Mapping[str, int]  # row counts by data file (see `files_to_count`)
     new_table: NewTable | None
     delete_job: DeleteFileJob
-    name_mapping: list[dict] | None = None  # the table's next name mapping, when the version changes it
+    name_mapping: NameMapping | None = None  # the table's next name mapping, when the version changes it
     # The version's Iceberg entries when they were made ahead, as its files were read (a new mirror's
     # whole first version, `sync.py`): its `change` then lists only the files with a DV, the DV job's.
     data_files: Collection[DataFile] | None = None
@@ -333,12 +332,20 @@ def plan_version(
         if evolved.fields != schema.fields:
             iceberg_schema.check_format_version(evolved, state.format_version)
             new_schema = evolved
-    name_mapping = None
+    mapping = None
     if state.exists and (change.metadata_changed or state.stale_mapping):
-        merged = _merged_name_mapping(state, new_schema or schema, metadata)
-        if state.name_mapping is None or merged != list(state.name_mapping):
-            name_mapping = merged
-    return VersionPlan(change, state, schema, new_schema, rows, new_table, delete_job, name_mapping)
+        merged = merged_table_mapping(
+            state.name_mapping,
+            state.history,
+            new_schema or schema,
+            metadata.schema,
+            metadata.column_mapping_mode,
+            metadata.partition_columns,
+        )
+        stored = state.name_mapping
+        if stored is None or merged != stored or stored.respelled:
+            mapping = merged
+    return VersionPlan(change, state, schema, new_schema, rows, new_table, delete_job, mapping)
 
 
 def _new_dvs(change: VersionChange) -> list[AddFile]:
@@ -412,7 +419,7 @@ def _new_table(metadata: Metadata, delta_root: str, fmt: int, first_readable: in
             **SAFETY_PROPERTIES,
             URI_LOCATIONS_PROPERTY: "true",
             **iceberg_metrics.MIRROR_TABLE_PROPERTIES,
-            NAME_MAPPING_PROPERTY: json.dumps(_name_mapping(schema, metadata)),
+            NAME_MAPPING_PROPERTY: _name_mapping(schema, metadata).to_text(),
             **({} if first_readable is None else {FIRST_READABLE_VERSION_PROPERTY: str(first_readable)}),
         },
     )
@@ -441,93 +448,9 @@ def _properties(state: MirrorState, metadata: Metadata) -> Mapping[str, str]:
     return properties
 
 
-def _name_mapping(schema: Schema, metadata: Metadata) -> list[dict]:
-    """The table's name mapping, plus Delta's physical-only columns: data files may carry columns the
-    schema does not have (Databricks writes CDF's `_change_type` into UPDATE/MERGE files). Delta readers
-    and Iceberg Java skip them; pyiceberg needs each file column mapped to some id, and one the schema
-    never has is projected away."""
-    mapping = iceberg_schema.name_mapping(schema, metadata.schema, metadata.column_mapping_mode)
-    mapping = _partition_columns_unmapped(mapping, metadata)
-    taken = {entry["field-id"] for entry in mapping} | {f.id for f in schema.fields}
-    names = {name for entry in mapping for name in entry["names"]}
-    for name, field_id in PHYSICAL_ONLY_COLUMNS.items():
-        if name not in names and field_id not in taken:
-            mapping.append({"field-id": field_id, "names": [name]})
-    return mapping
-
-
-def _merged_name_mapping(state: MirrorState, schema: Schema, metadata: Metadata) -> list[dict]:
-    """The table's name mapping after a version with `schema` and `metadata`: the stored one, every
-    schema of the table's history (without column mapping their names are the files' names), and this
-    version's, merged (`iceberg_schema.merged_name_mapping`)."""
-    older = [] if metadata.column_mapping_mode != "none" else state.history
-    return iceberg_schema.merged_name_mapping(
-        *(_partition_columns_unmapped(iceberg_schema.iceberg_name_mapping(s), metadata) for s in older),
-        _partition_columns_unmapped(state.name_mapping or (), metadata),
-        _name_mapping(schema, metadata),
-    )
-
-
-def _partition_columns_unmapped(mapping: Sequence[dict], metadata: Metadata) -> list[dict]:
-    """`mapping` with the partition columns' names mapped to ids no schema has, without column mapping.
-
-    Delta reads a partition column from the log's partition value, but Delta Spark may write the column
-    into the data file too, with another value: an empty binary is null in the log and `b''` in the file,
-    bytes that are not UTF-8 are the replacement character in the log. Iceberg Java takes the partition
-    value; pyiceberg and DuckDB would take a mapped file column. Mapped to an id of its own (pyiceberg
-    wants every file column mapped), the file column is projected away and every reader takes the
-    partition value, as Delta does."""
-    if metadata.column_mapping_mode != "none" or not metadata.partition_columns:
-        return list(mapping)
-    partition_columns = set(metadata.partition_columns)
-    kept = []
-    for entry in mapping:
-        if int(entry["field-id"]) >= PARTITION_FILE_COLUMN_ID_BASE:
-            continue  # an earlier mapping's own entry for a partition column: made again below
-        names = [name for name in entry["names"] if name not in partition_columns]
-        if names:
-            kept.append({**entry, "names": names})
-    return kept + [
-        {"field-id": PARTITION_FILE_COLUMN_ID_BASE + index, "names": [column]}
-        for index, column in enumerate(metadata.partition_columns)
-    ]
-
-
-def _stored_name_mapping(text: str | None) -> tuple[dict, ...] | None:
-    """The table's stored name mapping (None when absent or not a JSON list of entries)."""
-    try:
-        value = json.loads(text) if text else None
-    except ValueError:
-        return None
-    if not isinstance(value, list) or not all(isinstance(e, dict) and "field-id" in e for e in value):
-        return None
-    return tuple(value)
-
-
-def _stale_mapping(
-    mapping: Sequence[dict] | None,
-    history: Sequence[Schema],
-    schema: Schema,
-    partition_columns: Sequence[str],
-) -> bool:
-    """Whether a stored name mapping predates what the mirror maps now: a physical-only column, every
-    field id of the table's history, partition columns' file columns on ids of their own. A stale mapping
-    is merged again (and rewritten if that changes it) with the next commit."""
-    if mapping is None:
-        return True
-    mapped = iceberg_schema.mapped_ids(mapping)
-    partition_ids = {f.id for f in schema.fields if f.name in partition_columns}
-    history_ids = {i for s in history for i in iceberg_schema.field_ids(s)}
-    top_level_partition_names = any(
-        name in partition_columns and int(entry["field-id"]) < PARTITION_FILE_COLUMN_ID_BASE
-        for entry in mapping
-        for name in entry.get("names", ())
-    )
-    return (
-        not set(PHYSICAL_ONLY_COLUMNS.values()) <= mapped
-        or not history_ids - partition_ids <= mapped
-        or top_level_partition_names
-    )
+def _name_mapping(schema: Schema, metadata: Metadata) -> NameMapping:
+    """The name mapping of a table with `schema` made from a version's `metadata`."""
+    return table_mapping(schema, metadata.schema, metadata.column_mapping_mode, metadata.partition_columns)
 
 
 def _check_partitioning_unchanged(

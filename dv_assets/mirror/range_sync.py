@@ -32,7 +32,12 @@ from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.placement import DEFAULT_EXECUTOR_POLICY, ExecutorPolicy
 from dv_assets.mirror.results import VersionResult
 from dv_assets.mirror.settings import CatalogConfig
-from dv_assets.mirror.status import MirrorStatus, expired_versions, first_readable_version, mirror_status
+from dv_assets.mirror.status import (
+    MirrorStatus,
+    expired_versions,
+    mirror_status,
+    recorded_first_readable_version,
+)
 from dv_assets.mirror.sync import sync_table
 
 Log = Callable[[str], None]
@@ -93,7 +98,7 @@ def _held(run: RangeSync, mirror: MirrorTable | None, log: Log) -> None:
     """The range's versions the mirror holds before the sync: retained snapshots and expired ones."""
     if mirror is None:
         return
-    run.first_readable = first_readable_version(mirror)
+    run.first_readable = recorded_first_readable_version(mirror)
     run.existing = {v: s for v in run.versions if (s := mirror.snapshot_for_version(v)) is not None}
     run.expired = expired_versions(mirror, run.versions)
     if run.expired:

@@ -197,13 +197,6 @@ class CatalogConfig:
         return None
 
     @property
-    def sqlalchemy_uri(self) -> str:
-        """A JDBC catalog's database as SQLAlchemy names it (`sqlite:///…` is `--catalog-uri`'s form)."""
-        if self.kind != "jdbc":
-            raise ValueError(f"the {self.kind} catalog has no database URI")
-        return _sqlalchemy_uri(self.properties.get("uri", ""), self.properties)
-
-    @property
     def local_warehouse(self) -> Path | None:
         """The warehouse folder when it is on the local file system."""
         warehouse = self.warehouse
@@ -380,41 +373,22 @@ class MirrorSettings:
         cwd: Path | None = None,
     ) -> MirrorSettings:
         """Explicit values first, then a file, then the environment, then defaults under the working
-        directory.
-
-        The catalog: `catalog` (the whole catalog); else, when `catalog_uri` (`--catalog-uri`) is given,
-        that sqlite catalog (a flag: no file's catalog counts; `--config` with it is refused as two
-        answers to one question); else the file's property map, `catalog_properties` (flags) over it, and
-        `warehouse` (the flag) over both. The file is `file_catalog` (a tables file's `catalog:`), which
-        is a whole catalog: nothing of the environment goes under it; else the configuration file's
-        `catalog:` (`config_file`, else DVMIRROR_CONFIG), DVMIRROR_WAREHOUSE filling a missing
-        `warehouse`. With no properties at all: the sqlite shorthand (DVMIRROR_CATALOG_URI,
-        ./.dvmirror/catalog.db) and DVMIRROR_WAREHOUSE. `executor_dvs` is DVMIRROR_EXECUTOR_DVS's form: a
-        number of DVs, or `off`.
+        directory. The catalog: `catalog` (the whole catalog), else `_resolved_catalog`'s. `executor_dvs`
+        is DVMIRROR_EXECUTOR_DVS's form: a number of DVs, or `off`.
         """
         env = os.environ if environ is None else environ
         cwd = (cwd or Path.cwd()).resolve()
         state = cwd / STATE_DIR
         if catalog is None:
-            if catalog_uri and (catalog_properties or config_file):
-                raise ValueError("give the catalog as --catalog-uri or as catalog properties, not both")
-            env_warehouse = env.get(WAREHOUSE_ENV)
-            properties: dict[str, str] = {}
-            if file_catalog and not catalog_uri:
-                properties = dict(file_catalog)
-            elif not catalog_uri:
-                config_file = config_file or env.get(CONFIG_ENV)
-                properties = dict(load_config_file(config_file, env)["catalog"]) if config_file else {}
-            properties.update(catalog_properties or {})
-            if properties:
-                if warehouse:
-                    properties["warehouse"] = str(warehouse)
-                elif env_warehouse and not file_catalog and "warehouse" not in properties:
-                    properties["warehouse"] = env_warehouse
-                catalog = CatalogConfig(properties)
-            else:
-                uri = catalog_uri or env.get(CATALOG_URI_ENV) or f"sqlite:///{state / 'catalog.db'}"
-                catalog = CatalogConfig.from_uri(uri, warehouse or env_warehouse or state / "warehouse")
+            catalog = _resolved_catalog(
+                catalog_properties=catalog_properties,
+                file_catalog=file_catalog,
+                config_file=config_file,
+                catalog_uri=catalog_uri,
+                warehouse=warehouse,
+                env=env,
+                state=state,
+            )
         s3_requested = s3 or env.get(S3_ENV) == "1"
         found_jars = _jars_folder(jars_dir or env.get(JARS_ENV), cwd)
         return cls(
@@ -428,11 +402,7 @@ class MirrorSettings:
             sources_file=Path(sources_file or env.get(SOURCES_ENV) or cwd / SOURCES_FILE).resolve(),
             sources_named=bool(sources_file or env.get(SOURCES_ENV)),
             debug=bool(env.get(DEBUG_ENV)),
-            executors=ExecutorPolicy(
-                min_dvs=_threshold(env.get(EXECUTOR_DVS_ENV) if executor_dvs is None else executor_dvs),
-                min_bytes=_byte_threshold(env.get(EXECUTOR_BYTES_ENV)),
-                on_local_master=env.get(EXECUTORS_ON_LOCAL_ENV) == "1",
-            ),
+            executors=_executor_policy(executor_dvs, env),
             s3=s3_requested or catalog.uses_s3,
             s3_requested=s3_requested,
             gcs=gcs or catalog.uses_gcs,
@@ -467,6 +437,55 @@ class MirrorSettings:
     def executor_dvs(self) -> str:
         """The executors' DV threshold as DVMIRROR_EXECUTOR_DVS spells it (a number of DVs, or `off`)."""
         return "off" if self.executors.min_dvs is None else str(self.executors.min_dvs)
+
+
+def _resolved_catalog(
+    *,
+    catalog_properties: Mapping[str, str] | None,
+    file_catalog: Mapping[str, str] | None,
+    config_file: str | Path | None,
+    catalog_uri: str | None,
+    warehouse: str | Path | None,
+    env: Mapping[str, str],
+    state: Path,
+) -> CatalogConfig:
+    """The catalog when `MirrorSettings.resolve` is given no whole catalog.
+
+    When `catalog_uri` (`--catalog-uri`) is given, that sqlite catalog (a flag: no file's catalog counts;
+    `--config` with it is refused as two answers to one question); else the file's property map,
+    `catalog_properties` (flags) over it, and `warehouse` (the flag) over both. The file is `file_catalog`
+    (a tables file's `catalog:`), which is a whole catalog: nothing of the environment goes under it;
+    else the configuration file's `catalog:` (`config_file`, else DVMIRROR_CONFIG), DVMIRROR_WAREHOUSE
+    filling a missing `warehouse`. With no properties at all: the sqlite shorthand (DVMIRROR_CATALOG_URI,
+    ./.dvmirror/catalog.db) and DVMIRROR_WAREHOUSE.
+    """
+    if catalog_uri and (catalog_properties or config_file):
+        raise ValueError("give the catalog as --catalog-uri or as catalog properties, not both")
+    env_warehouse = env.get(WAREHOUSE_ENV)
+    properties: dict[str, str] = {}
+    if file_catalog and not catalog_uri:
+        properties = dict(file_catalog)
+    elif not catalog_uri:
+        config_file = config_file or env.get(CONFIG_ENV)
+        properties = dict(load_config_file(config_file, env)["catalog"]) if config_file else {}
+    properties.update(catalog_properties or {})
+    if properties:
+        if warehouse:
+            properties["warehouse"] = str(warehouse)
+        elif env_warehouse and not file_catalog and "warehouse" not in properties:
+            properties["warehouse"] = env_warehouse
+        return CatalogConfig(properties)
+    uri = catalog_uri or env.get(CATALOG_URI_ENV) or f"sqlite:///{state / 'catalog.db'}"
+    return CatalogConfig.from_uri(uri, warehouse or env_warehouse or state / "warehouse")
+
+
+def _executor_policy(executor_dvs: str | None, env: Mapping[str, str]) -> ExecutorPolicy:
+    """When DV work goes to Spark executors: `executor_dvs` (a flag) else the environment's."""
+    return ExecutorPolicy(
+        min_dvs=_threshold(env.get(EXECUTOR_DVS_ENV) if executor_dvs is None else executor_dvs),
+        min_bytes=_byte_threshold(env.get(EXECUTOR_BYTES_ENV)),
+        on_local_master=env.get(EXECUTORS_ON_LOCAL_ENV) == "1",
+    )
 
 
 def _jars_folder(given: str | Path | None, cwd: Path) -> Path | None:

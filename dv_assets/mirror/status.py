@@ -115,7 +115,7 @@ def mirror_status(
         live_rows=None if totals is None else totals.live_rows,
         live_data_files=None if totals is None else totals.data_files,
         live_delete_files=None if totals is None else totals.delete_files,
-        first_readable_version=None if mirror is None else first_readable_version(mirror),
+        first_readable_version=None if mirror is None else recorded_first_readable_version(mirror),
         readable_versions=()
         if mirror is None
         else tuple(v for v in readable_versions(mirror) if v not in unreadable),
@@ -133,7 +133,7 @@ def expired_versions(mirror: MirrorTable | None, versions: Iterable[int]) -> lis
     one) whose snapshots it no longer retains: expired by the cleanup job or `dvmirror expire`."""
     if mirror is None or (last := mirror.last_mirrored_version) is None:
         return []
-    first = first_readable_version(mirror) or 0
+    first = recorded_first_readable_version(mirror) or 0
     return [v for v in versions if first <= v <= last and mirror.snapshot_for_version(v) is None]
 
 
@@ -148,7 +148,7 @@ def version_ranges(versions: Iterable[int]) -> str:
     return ", ".join(str(a) if a == b else f"{a}..{b}" for a, b in spans) or "none"
 
 
-def first_readable_version(mirror: MirrorTable) -> int | None:
+def recorded_first_readable_version(mirror: MirrorTable) -> int | None:
     """The first Delta version the mirror's first sync could read, as the table records it (None: none,
     or not a number)."""
     value = mirror.properties.get(FIRST_READABLE_VERSION_PROPERTY)

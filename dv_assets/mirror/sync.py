@@ -33,7 +33,7 @@ from dv_assets.mirror.delta.data_files import (
     DataFileMissingError,
     ReadableStart,
     check_data_files_present,
-    first_readable_version,
+    find_readable_start,
     record_count,
 )
 from dv_assets.mirror.delta.paths import PathPolicy
@@ -121,24 +121,47 @@ def sync_table(
     try:
         mirror(_changes(delta, start, target, new_mirror=table is None), state, result)
     except _StartUnreadable:
-        # The oldest version's files are not all there (VACUUM removed some): the first version whose
-        # files all are, found by walking the log, whose answer stands for that version's presence check.
-        walked = _first_version(delta, latest, target, io, paths)
-        start = walked.version
-        assert start is not None  # `_first_version` refuses when no version is readable
-        state = MirrorState.new(delta_root, state.location, state.format_version, start or None)
-        mirror(_changes(delta, start, target, new_mirror=True), state, result, walked=walked)
+        start = _mirror_from_first_readable(mirror, delta, state, result, latest, target, io, paths)
     if table is None and start > 0:
-        result.first_readable_version = start
-        result.start_note = start_note(start, delta.oldest_version())
-        log.info("%s: %s", table_name, result.start_note)
+        _note_first_readable(result, start, delta.oldest_version())
     if result.versions:
-        # Once the versions are committed, and their files no longer held (a first version's may be a
-        # million): the next run's checkpoint indexed, built once per checkpoint.
-        last = result.versions[-1].delta_version
-        delta.index_checkpoint(indexes or _checkpoint_indexes(state.location, io), last)
+        _index_checkpoint_of(delta, result, indexes or _checkpoint_indexes(state.location, io))
     result.vacuum = _follow_vacuum(iceberg, delta, result, io, target, table)
     return result
+
+
+def _mirror_from_first_readable(
+    mirror: Callable[..., None],
+    delta: DeltaTable,
+    state: MirrorState,
+    result: SyncResult,
+    latest: int,
+    target: int,
+    io: FileIO,
+    paths: PathPolicy,
+) -> int:
+    """A new mirror whose oldest version's files are not all there (VACUUM removed some), mirrored from
+    the first version whose files all are, found by walking the log, whose answer stands for that
+    version's presence check; that version."""
+    walked = _first_version(delta, latest, target, io, paths)
+    start = walked.version
+    assert start is not None  # `_first_version` refuses when no version is readable
+    state = MirrorState.new(delta.table_root, state.location, state.format_version, start or None)
+    mirror(_changes(delta, start, target, new_mirror=True), state, result, walked=walked)
+    return start
+
+
+def _index_checkpoint_of(delta: DeltaTable, result: SyncResult, indexes: CheckpointIndexes) -> None:
+    """The next run's checkpoint indexed (built once per checkpoint): once the run's versions are
+    committed, and their files no longer held (a first version's may be a million)."""
+    delta.index_checkpoint(indexes, result.versions[-1].delta_version)
+
+
+def _note_first_readable(result: SyncResult, start: int, oldest: int) -> None:
+    """A new mirror started after the log's first version: the result says where, and why."""
+    result.first_readable_version = start
+    result.start_note = start_note(start, oldest)
+    log.info("%s: %s", result.iceberg_table, result.start_note)
 
 
 def _follow_vacuum(
@@ -381,10 +404,10 @@ def _first_version(
     delta: DeltaTable, latest: int, target: int, io: FileIO, paths: PathPolicy
 ) -> ReadableStart:
     """A new mirror's first version when the oldest one the log holds is not readable: the first one
-    from there whose every live data file and DV file is still there (`first_readable_version`).
+    from there whose every live data file and DV file is still there (`find_readable_start`).
     Refuses when no version up to `target` is readable."""
     oldest = delta.oldest_version()
-    readable: ReadableStart = first_readable_version(delta, oldest, target, io, paths)
+    readable: ReadableStart = find_readable_start(delta, oldest, target, io, paths)
     if readable.version is not None:
         return readable
     later = f"; a version after {target} may be: sync up to a later one" if target < latest else ""

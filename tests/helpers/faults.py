@@ -31,7 +31,7 @@ from dv_assets.mirror.settings import MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.paths import DELTA_FIXTURES
-from tests.helpers.processes import cli_catalog, run
+from tests.helpers.processes import catalog_uri, cli_catalog, run
 
 CRASH_EXIT_CODE = 99
 
@@ -309,7 +309,7 @@ def run_crash_before_commit(tmp: Path, delta: Path, table: str, version: int) ->
     """A sync (into `cli_catalog(tmp)`) whose process dies right before committing `version`."""
     catalog = cli_catalog(tmp)
     command = [sys.executable, "-m", "tests.helpers.faults", "crash-before-commit", str(version)]
-    return run([*command, str(delta), table, catalog.sqlalchemy_uri, str(catalog.warehouse)], cwd=tmp)
+    return run([*command, str(delta), table, catalog_uri(catalog), str(catalog.warehouse)], cwd=tmp)
 
 
 def main(argv: list[str]) -> int:

@@ -101,9 +101,15 @@ def cli_catalog(tmp: Path) -> CatalogConfig:
     return CatalogConfig.under(tmp / "cli")
 
 
+def catalog_uri(catalog: CatalogConfig) -> str:
+    """An embedded sqlite catalog as `--catalog-uri` and DVMIRROR_CATALOG_URI name it (`sqlite:///…`)."""
+    assert catalog.sqlite_path is not None, "only an embedded sqlite catalog has a --catalog-uri"
+    return f"sqlite:///{catalog.sqlite_path}"
+
+
 def catalog_args(catalog: CatalogConfig) -> list[str]:
     """The `dvmirror` flags naming `catalog` (an embedded sqlite catalog): `--catalog-uri`, `--warehouse`."""
-    return ["--catalog-uri", catalog.sqlalchemy_uri, "--warehouse", str(catalog.warehouse)]
+    return ["--catalog-uri", catalog_uri(catalog), "--warehouse", str(catalog.warehouse)]
 
 
 def sync_cli(

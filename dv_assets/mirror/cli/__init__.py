@@ -51,7 +51,7 @@ from importlib.metadata import version
 from dv_assets.mirror.cli import drop, expire, status, sync, verify
 from dv_assets.mirror.secrets import MaskedStream
 
-# Each subcommand's module has the same pair: `add_parser(commands, epilog)` registers it (and sets `run`
+# Each subcommand's module has the same pair: `add_parser(commands)` registers it (and sets `run`
 # on its namespace), `run(args) -> int` is its exit code; text, --json and failures go through output.py.
 SUBCOMMANDS = (status, sync, expire, verify, drop)
 
@@ -66,7 +66,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {version('dv-mirror')}")
     commands = parser.add_subparsers(dest="command", required=True)
     for subcommand in SUBCOMMANDS:
-        subcommand.add_parser(commands, parser.epilog)
+        subcommand.add_parser(commands)
+    commands.choices["sync"].epilog = parser.epilog  # the exit codes and the catalog, in `sync --help` too
     return parser
 
 

@@ -56,13 +56,15 @@ from dv_assets.mirror.iceberg.drop import (
 from dv_assets.mirror.locations import comparable
 
 if TYPE_CHECKING:
+    from dv_assets.mirror.iceberg.java import IcebergJava
+    from dv_assets.mirror.io import FileIO
     from dv_assets.mirror.settings import MirrorSettings
 
 # Up to this many files the text lists each one; beyond it, how many of each kind (--json lists every one).
 MAX_LISTED = 50
 
 
-def add_parser(commands: argparse._SubParsersAction, epilog: str | None) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
     drop = documented_subcommand(
         commands,
         "drop",
@@ -196,15 +198,9 @@ def run(args: argparse.Namespace) -> int:
         plan: DropPlan | None = None
         catalog = settings.catalog.describe()
         if settings.catalog.pyiceberg_reads():  # refused, or a dry run answered, before any JVM
-            from dv_assets.mirror.iceberg.pyiceberg_reader import table_metadata
-
-            # Its sqlite catalog logs a warning on a catalog Iceberg Java created: stderr holds one line.
-            logging.getLogger("pyiceberg").setLevel(logging.ERROR)
-            found = table_metadata(settings.catalog, args.table)
-            if found is None:
+            plan = _plan_read_with_pyiceberg(args.table, settings, io)
+            if plan is None:
                 return _fail(args, EXIT_BAD_INPUT, _no_such_table(args.table, settings))
-            metadata_location, metadata, avro_io = found
-            plan = plan_drop(args.table, metadata_location, metadata, avro_io=avro_io, io=io)
             if args.dry_run:
                 return _print(args, drop_report(plan, None, catalog=catalog, read_with="pyiceberg"))
 
@@ -218,31 +214,8 @@ def run(args: argparse.Namespace) -> int:
         java_found = iceberg.metadata(args.table)
         if java_found is None:
             return _fail(args, EXIT_BAD_INPUT, _no_such_table(args.table, settings), spark_log)
-        if plan is None:
-            from pyiceberg.io import load_file_io
-
-            metadata_location, metadata = java_found
-            properties = {**settings.catalog.storage_properties(), **(metadata.get("properties") or {})}
-            avro_io = load_file_io(properties, metadata_location)
-            plan = plan_drop(args.table, metadata_location, metadata, avro_io=avro_io, io=io)
-        elif comparable(java_found[0]) != comparable(plan.metadata_location):
-            raise MirrorConflictError(
-                f"the table changed while it was read (its metadata file is now {java_found[0]}, not "
-                f"{plan.metadata_location}): another writer committed; nothing deleted: stop every sync of "
-                "it and run dvmirror drop again",
-                table=args.table,
-            )
-        if args.dry_run:
-            outcome = None
-        else:
-
-            def current() -> str | None:
-                now = iceberg.metadata(args.table)
-                return None if now is None else now[0]
-
-            outcome = execute_drop(
-                plan, io, current_metadata=current, unregister=lambda: iceberg.unregister(args.table)
-            )
+        plan = _plan_read_with_java(args.table, settings, io, java_found, plan)
+        outcome = None if args.dry_run else _execute(plan, io, iceberg, args.table)
         report = drop_report(plan, outcome, catalog=catalog, read_with="iceberg-java")
     except MirrorInputError as err:
         return _fail(args, EXIT_BAD_INPUT, err.one_line(), spark_log)
@@ -255,6 +228,55 @@ def run(args: argparse.Namespace) -> int:
     if spark_log is not None:
         Path(spark_log).unlink(missing_ok=True)  # kept only when it may explain a failure
     return _print(args, report)
+
+
+def _plan_read_with_pyiceberg(table: str, settings: MirrorSettings, io: FileIO) -> DropPlan | None:
+    """The drop plan of `table` read through pyiceberg, no JVM (None: the catalog has no such table)."""
+    from dv_assets.mirror.iceberg.pyiceberg_reader import table_metadata
+
+    # Its sqlite catalog logs a warning on a catalog Iceberg Java created: stderr holds one line.
+    logging.getLogger("pyiceberg").setLevel(logging.ERROR)
+    found = table_metadata(settings.catalog, table)
+    if found is None:
+        return None
+    metadata_location, metadata, avro_io = found
+    return plan_drop(table, metadata_location, metadata, avro_io=avro_io, io=io)
+
+
+def _plan_read_with_java(
+    table: str,
+    settings: MirrorSettings,
+    io: FileIO,
+    java_found: tuple[str, dict[str, Any]],
+    plan: DropPlan | None,
+) -> DropPlan:
+    """The drop plan of the table Iceberg Java found (its metadata file, its JSON): made from it, or the
+    `plan` pyiceberg made, when Iceberg Java sees the same metadata file (MirrorConflictError if not)."""
+    if plan is None:
+        from pyiceberg.io import load_file_io
+
+        metadata_location, metadata = java_found
+        properties = {**settings.catalog.storage_properties(), **(metadata.get("properties") or {})}
+        avro_io = load_file_io(properties, metadata_location)
+        return plan_drop(table, metadata_location, metadata, avro_io=avro_io, io=io)
+    if comparable(java_found[0]) != comparable(plan.metadata_location):
+        raise MirrorConflictError(
+            f"the table changed while it was read (its metadata file is now {java_found[0]}, not "
+            f"{plan.metadata_location}): another writer committed; nothing deleted: stop every sync of "
+            "it and run dvmirror drop again",
+            table=table,
+        )
+    return plan
+
+
+def _execute(plan: DropPlan, io: FileIO, iceberg: IcebergJava, table: str) -> DropOutcome:
+    """Delete the plan's files and unregister the table, checking before that no one committed since."""
+
+    def current() -> str | None:
+        now = iceberg.metadata(table)
+        return None if now is None else now[0]
+
+    return execute_drop(plan, io, current_metadata=current, unregister=lambda: iceberg.unregister(table))
 
 
 def _print(args: argparse.Namespace, values: dict[str, Any]) -> int:

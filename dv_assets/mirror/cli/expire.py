@@ -66,7 +66,7 @@ def duration_hours(text: str) -> float:
     return hours
 
 
-def add_parser(commands: argparse._SubParsersAction, epilog: str | None) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
     expire = documented_subcommand(
         commands,
         "expire",

@@ -34,14 +34,14 @@ from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorInputError, StorageError, worst_exit_code
 from dv_assets.mirror.iceberg.mirror_table import DELTA_TABLE_PROPERTY, MirrorTable
 from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table, read_snapshot_files
-from dv_assets.mirror.identity import check_mirrors
+from dv_assets.mirror.identity import check_is_mirror_of
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.locations import table_root_of
 from dv_assets.mirror.settings import CatalogConfig
 from dv_assets.mirror.status import MirrorStatus, mirror_status, version_ranges
 
 
-def add_parser(commands: argparse._SubParsersAction, epilog: str | None) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
     status = commands.add_parser(
         "status",
         help="where each mirror stands: mirrored version, Delta's latest, lag, snapshot (no JVM)",
@@ -141,7 +141,7 @@ def mirrored_delta_root(mirror: MirrorTable | None, table_name: str, delta_path:
     if delta_path is not None:
         delta_root = table_root_of(delta_path)
         if mirror is not None:
-            check_mirrors(mirror, delta_root, None)
+            check_is_mirror_of(mirror, delta_root, None)
         return delta_root
     assert mirror is not None
     recorded = mirror.properties.get(DELTA_TABLE_PROPERTY)

@@ -55,11 +55,10 @@ if TYPE_CHECKING:  # the maintenance module is imported when Spark runs
     from dv_assets.mirror.iceberg.maintenance import MaintenanceReport
 
 
-def add_parser(commands: argparse._SubParsersAction, epilog: str | None) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
     sync = commands.add_parser(
         "sync",
         help="mirror every Delta version not yet mirrored, one snapshot each",
-        epilog=epilog,  # the exit codes and the catalog, in `dvmirror sync --help` too
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     sync.add_argument(

@@ -55,7 +55,7 @@ if TYPE_CHECKING:  # pyspark and the checks: not for `dvmirror --help`
     from dv_assets.mirror.settings import MirrorSettings
 
 
-def add_parser(commands: argparse._SubParsersAction, epilog: str | None) -> None:
+def add_parser(commands: argparse._SubParsersAction) -> None:
     verify = documented_subcommand(
         commands,
         "verify",

@@ -268,11 +268,6 @@ class AddFile(_LogicalFile):
         raw = self._path
         return self.location[raw:] if isinstance(raw, int) else raw
 
-    @property
-    def parsed_stats(self) -> dict | None:
-        """The stats JSON parsed (not cached: a slotted file has no room for it, and few callers ask)."""
-        return _parse_stats(self.stats)
-
     def without_stats(self) -> AddFile:
         """This file without its stats text, for keeping it live in a replay."""
         if self.stats is None:

@@ -3,7 +3,7 @@
 The log usually knows both (stats' numRecords, add.size); storage is asked only to confirm what the
 mirror is about to reference, one metadata call per version for the files it adds.
 
-`first_readable_version`: where a new mirror can start, the first version whose every live data file
+`find_readable_start`: where a new mirror can start, the first version whose every live data file
 and DV file is still there (VACUUM removes the files only versions older than its retention need). It
 asks storage about a table's whole state once, by listing the table's folder on an object store (a
 request per 1,000 keys, not one per file), and its answer stands in for the presence check of the
@@ -45,7 +45,7 @@ def check_data_files_present(
     says.
 
     A manifest entry pointing at nothing would commit cleanly and fail every reader later. `walked`: the
-    walk that found these files' version readable (`first_readable_version`, in the same run), which
+    walk that found these files' version readable (`find_readable_start`, in the same run), which
     stat'ed every file live at it: its answer is used, storage is not asked again. `listing`: the table
     folder's listing answers the files inside it (`FileIO.file_sizes`).
     """
@@ -88,7 +88,7 @@ class ReadableStart:
     wrong_sizes: Mapping[str, int] = field(default_factory=dict, compare=False)
 
 
-def first_readable_version(
+def find_readable_start(
     delta: DeltaTable, start: int, end: int, io: FileIO, paths: PathPolicy
 ) -> ReadableStart:
     """The first version in [start, end] Delta can read: every data file live at it, and every DV file

@@ -212,6 +212,8 @@ class DeltaTable:
         self.table_root = self.location.uri
         self.enforce_protocol = enforce_protocol
         # `changes` after a checkpoint may read only the files its commits touch (`_restricted_replay`).
+        # False only in tests: the full replay from the same checkpoint is the oracle the restricted one
+        # must equal, and no shape of the same log reaches it for every range.
         self.restricted_replay = restricted_replay
         # Where the restricted replay looks for an index of its checkpoint (`checkpoint_index.py`).
         self.checkpoint_indexes = checkpoint_indexes

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,79 +179,35 @@ def plan_drop(
     FileIO the manifests are read with, `io` the mirror's (stat, list). Reads every manifest once; a file
     already gone is listed in `missing_files`, not read."""
     check_is_own_mirror(table_name, metadata)
-    location = str(metadata["location"])
-    layout = MirrorLayout(location)
-
-    def outside(kind: str, path: str) -> MirrorInputError:
-        reason = f"its {kind} {path} is not under {layout.metadata_dir}: not where dv-mirror writes"
-        return _refuse(table_name, reason)
-
+    layout = MirrorLayout(str(metadata["location"]))
     current = metadata_location
     previous = [str(e["metadata-file"]) for e in metadata.get("metadata-log") or ()]
-    for path in [current, *previous]:
-        if not layout.is_metadata(path):
-            raise outside("metadata file", path)
-
+    _check_in_metadata_dir(table_name, layout, "metadata file", [current, *previous])
     snapshots = list(metadata.get("snapshots") or ())
     if any(not s.get("manifest-list") for s in snapshots):
         raise _refuse(table_name, "a snapshot has no manifest list (format version 1): dv-mirror writes none")
     manifest_lists = list(dict.fromkeys(str(s["manifest-list"]) for s in snapshots))
-    for path in manifest_lists:
-        if not layout.is_metadata(path):
-            raise outside("manifest list", path)
+    _check_in_metadata_dir(table_name, layout, "manifest list", manifest_lists)
     missing: list[str] = []
     present_lists = _existing(io, manifest_lists, missing)
-
     manifests: dict[str, None] = {}  # each once, in the order the manifest lists name them
     for manifest_list in present_lists:
-        for path in _manifests_of(avro_io, manifest_list):
-            if not layout.is_metadata(path):
-                raise outside("manifest", path)
-            manifests[path] = None
+        listed = _manifests_of(avro_io, manifest_list)
+        _check_in_metadata_dir(table_name, layout, "manifest", listed)
+        manifests.update(dict.fromkeys(listed))
     present_manifests = _existing(io, list(manifests), missing)
-
-    in_folder = comparable(layout.table_location) + "/"
-    delete_files: list[str] = []
-    data_in_folder: set[str] = set()  # data files under the table's folder: never among the files deleted
-    for manifest in present_manifests:
-        for path, is_data, live in _content_files_of(avro_io, manifest):
-            if is_data:
-                if comparable(path).startswith(in_folder):
-                    data_in_folder.add(comparable(path))
-            elif not layout.is_owned(path):
-                raise _refuse(
-                    table_name,
-                    f"its delete file {path} is not one dv-mirror writes ({layout.delete_dir}/dvmirror-*)",
-                )
-            elif live:  # one a snapshot removed is live in an older one's manifests, or an orphan below
-                delete_files.append(path)
-    delete_files = list(dict.fromkeys(delete_files))
-    referenced = {comparable(p) for p in delete_files}
-    orphans = sorted(
-        info.location
-        for info in io.list_dir(layout.delete_dir)
-        if info.is_file and layout.is_owned(info.location) and comparable(info.location) not in referenced
+    delete_files, data_in_folder = _delete_files_and_data_in_folder(
+        table_name, layout, avro_io, present_manifests
     )
-    index_files = _checkpoint_index_files(io, layout)
-
     by_kind = (
         (DELETE_FILES, delete_files),
-        (ORPHAN_DELETE_FILES, orphans),
-        (CHECKPOINT_INDEX_FILES, index_files),
+        (ORPHAN_DELETE_FILES, _orphan_delete_files(io, layout, delete_files)),
+        (CHECKPOINT_INDEX_FILES, _checkpoint_index_files(io, layout)),
         (MANIFESTS, present_manifests),
         (MANIFEST_LISTS, present_lists),
         (METADATA_FILES, [*previous, current]),
     )
-    planned: list[DropFile] = []
-    for kind, locations in by_kind:
-        for info in io.stat_many(locations):
-            if not info.exists or not info.is_file:
-                if comparable(info.location) == comparable(current):
-                    raise MirrorInputError(f"its current metadata file {current} is gone", table=table_name)
-                if info.location not in missing:
-                    missing.append(info.location)
-                continue
-            planned.append(DropFile(info.location, kind, info.size or 0))
+    planned = _present_files(table_name, io, by_kind, current, missing)
     for file in planned:  # the last guard: each file the mirror's by where and what it is, never a data file
         if comparable(file.location) in data_in_folder or not _is_the_mirrors(layout, file):
             raise _refuse(table_name, f"{file.location} is not certainly a file dv-mirror wrote")
@@ -269,6 +225,69 @@ def plan_drop(
     )
     plan.left_in_place = _left_in_place(io, layout.table_location, planned)
     return plan
+
+
+def _check_in_metadata_dir(table_name: str, layout: MirrorLayout, kind: str, paths: Sequence[str]) -> None:
+    """Refuse a metadata file, manifest list or manifest outside the table's metadata folder."""
+    for path in paths:
+        if not layout.is_metadata(path):
+            reason = f"its {kind} {path} is not under {layout.metadata_dir}: not where dv-mirror writes"
+            raise _refuse(table_name, reason)
+
+
+def _delete_files_and_data_in_folder(
+    table_name: str, layout: MirrorLayout, avro_io: Any, manifests: Sequence[str]
+) -> tuple[list[str], set[str]]:
+    """The live delete files the manifests name (each once, refused unless dv-mirror wrote it), and the
+    `comparable` locations of the data files under the table's folder: never among the files deleted."""
+    in_folder = comparable(layout.table_location) + "/"
+    delete_files: list[str] = []
+    data_in_folder: set[str] = set()
+    for manifest in manifests:
+        for path, is_data, live in _content_files_of(avro_io, manifest):
+            if is_data:
+                if comparable(path).startswith(in_folder):
+                    data_in_folder.add(comparable(path))
+            elif not layout.is_owned(path):
+                raise _refuse(
+                    table_name,
+                    f"its delete file {path} is not one dv-mirror writes ({layout.delete_dir}/dvmirror-*)",
+                )
+            elif live:  # one a snapshot removed is live in an older one's manifests, or an orphan below
+                delete_files.append(path)
+    return list(dict.fromkeys(delete_files)), data_in_folder
+
+
+def _orphan_delete_files(io: FileIO, layout: MirrorLayout, delete_files: Sequence[str]) -> list[str]:
+    """The delete files dv-mirror wrote in the table's delete folder that no manifest names."""
+    referenced = {comparable(p) for p in delete_files}
+    return sorted(
+        info.location
+        for info in io.list_dir(layout.delete_dir)
+        if info.is_file and layout.is_owned(info.location) and comparable(info.location) not in referenced
+    )
+
+
+def _present_files(
+    table_name: str,
+    io: FileIO,
+    by_kind: Sequence[tuple[str, Sequence[str]]],
+    current: str,
+    missing: list[str],
+) -> list[DropFile]:
+    """Each file of `by_kind` that exists, with its kind and size; the others added to `missing` (the
+    current metadata file gone: refused)."""
+    planned: list[DropFile] = []
+    for kind, locations in by_kind:
+        for info in io.stat_many(locations):
+            if not info.exists or not info.is_file:
+                if comparable(info.location) == comparable(current):
+                    raise MirrorInputError(f"its current metadata file {current} is gone", table=table_name)
+                if info.location not in missing:
+                    missing.append(info.location)
+                continue
+            planned.append(DropFile(info.location, kind, info.size or 0))
+    return planned
 
 
 def _is_the_mirrors(layout: MirrorLayout, file: DropFile) -> bool:

@@ -10,7 +10,9 @@ and they cross in bulk: one call per version stages all of them and one call per
 delete files back, through the project's helper `dev.dvmirror.ContentFileBatch` (jvm/src, built by
 `make jars`), never a round trip per file, in one line format (`iceberg/content_file_lines.py`). The
 lines go through a private local file, streamed on both sides: the driver's Python and its JVM share a
-machine, and a large version never becomes one string.
+machine, and a large version never becomes one string. Results come back the one same way: a helper
+method writes JSON lines (content files, or locations as JSON strings) to such a file, which the driver
+reads (`_json_lines_written`).
 
 Each Delta version becomes one Iceberg transaction: optional schema/property updates and one row-delta
 snapshot, committed together or not at all.
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from py4j.protocol import Py4JJavaError
@@ -234,25 +236,22 @@ class IcebergJava:
         if snapshot is None:
             return {}
         found: dict[str, DeleteFile] = {}
-        with lines_file() as path:
-            self._batch.writeDeleteFiles(table, snapshot.snapshotId(), str(path))
-            with path.open(encoding="utf-8") as lines:
-                for line in lines:
-                    parsed = DeleteFile.from_json(json.loads(line))
-                    found[parsed.referenced_data_file] = parsed
+        for entry in _json_lines_written(self._batch.writeDeleteFiles, table, snapshot.snapshotId()):
+            parsed = DeleteFile.from_json(entry)
+            found[parsed.referenced_data_file] = parsed
         return found
 
     def data_files_not_named_by_uri(self, table_name: str, snapshot_id: int | None) -> list[str]:
         """The snapshot's data files recorded as a bare local path or a `file://` URI rather than the
         URI the mirror writes (`locations.iceberg_location`): what mirrors made before that recorded. One
-        scan of the snapshot's data manifests (Iceberg's `data_files` metadata table)."""
+        read of the snapshot's data manifests."""
         if snapshot_id is None:
             return []
-        data_files = f"{ICEBERG_CATALOG_NAME}.{table_name}.data_files VERSION AS OF {snapshot_id}"
-        rows = self._spark.sql(
-            f"SELECT file_path FROM {data_files} WHERE file_path LIKE '/%' OR file_path LIKE 'file://%'"
-        ).collect()
-        return [path for (path,) in rows if path != iceberg_location(path)]
+        return [
+            path
+            for path in self._data_file_locations(table_name, snapshot_id)
+            if path.startswith(("/", "file://")) and path != iceberg_location(path)
+        ]
 
     def snapshot_files(self, table_name: str, snapshot_ids: Iterable[int]) -> dict[int, ReferencedFiles]:
         """Manifest list, manifests and delete files of each snapshot; every manifest is read once."""
@@ -272,7 +271,7 @@ class IcebergJava:
             for manifest in snapshot.deleteManifests(io):
                 path = str(manifest.path())
                 if path not in deletes_of_manifest:
-                    locations = str(self._batch.deleteFileLocations(table, manifest)).splitlines()
+                    locations = _json_lines_written(self._batch.writeDeleteFileLocations, table, manifest)
                     deletes_of_manifest[path] = frozenset(locations)
                 deletes |= deletes_of_manifest[path]
             out[snapshot_id] = ReferencedFiles(frozenset(metadata), frozenset(deletes))
@@ -373,7 +372,7 @@ class IcebergJava:
             self._set_schema(txn, request.schema)
         properties = dict(request.properties)
         if request.name_mapping is not None:
-            properties[NAME_MAPPING_PROPERTY] = json.dumps(request.name_mapping)
+            properties[NAME_MAPPING_PROPERTY] = request.name_mapping.to_text()
         if properties:
             update = txn.updateProperties()
             for key, value in properties.items():
@@ -538,14 +537,29 @@ class IcebergJava:
         return expired
 
     def data_files(self, table_name: str, snapshot_id: int) -> frozenset[str]:
-        """The data files a snapshot names (Iceberg's `data_files` metadata table at that snapshot)."""
-        table = f"{ICEBERG_CATALOG_NAME}.{table_name}.data_files VERSION AS OF {snapshot_id}"
-        return frozenset(path for (path,) in self._spark.sql(f"SELECT file_path FROM {table}").collect())
+        """The data files a snapshot names (what Iceberg's `data_files` metadata table lists at it)."""
+        return frozenset(self._data_file_locations(table_name, snapshot_id))
+
+    def _data_file_locations(self, table_name: str, snapshot_id: int) -> Iterator[str]:
+        """The locations of a snapshot's live data files, read from its data manifests by the helper."""
+        table = self._with_snapshot(table_name, snapshot_id)
+        return _json_lines_written(self._batch.writeDataFileLocations, table, snapshot_id)
 
     def unregister(self, table_name: str) -> bool:
         """Remove the table from the catalog without deleting any file (never a purge: the data files
         are Delta's). False when there was no such table."""
         return bool(self._catalog.dropTable(self._identifier(table_name), False))
+
+
+def _json_lines_written(write: Callable[..., Any], *args: Any) -> Iterator[Any]:
+    """The values the helper method `write` writes, called with `args` and a local file last, one JSON
+    value a line: the one way results come back from the JVM (streamed on both sides, never one large
+    py4j string; the driver and its JVM share a machine; a location with a line break stays one line)."""
+    with lines_file() as path:
+        write(*args, str(path))
+        with path.open(encoding="utf-8") as lines:
+            for line in lines:
+                yield json.loads(line)
 
 
 def _helper_class(jvm: Any, name: str) -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 
 from dv_assets.mirror.errors import MirrorInputError
 from dv_assets.mirror.iceberg.content_files import DataFile, DeleteFile
+from dv_assets.mirror.iceberg.name_mapping import NameMapping
 from dv_assets.mirror.iceberg.types import Schema
 
 # -- table properties the mirror writes -------------------------------------------------------------------
@@ -295,7 +296,7 @@ class CommitRequest:
     # Set when the Delta schema changed: the table's new schema, field ids exactly as given, and the
     # name mapping that goes with it.
     schema: Schema | None = None
-    name_mapping: list[dict[str, Any]] | None = None
+    name_mapping: NameMapping | None = None
     # Table properties set in the same transaction (e.g. safety properties missing on older mirrors).
     properties: Mapping[str, str] = field(default_factory=dict)
 

@@ -248,7 +248,7 @@ def mirror_table_of(table_name: str, table: Any) -> MirrorTable:
         location=table.location(),
         format_version=int(metadata.format_version),
         properties=dict(table.properties),
-        schema=schema_of(table.schema()),
+        schema=schema_from_pyiceberg(table.schema()),
         current_snapshot_id=metadata.current_snapshot_id,
         snapshots=tuple(
             Snapshot(
@@ -262,11 +262,11 @@ def mirror_table_of(table_name: str, table: Any) -> MirrorTable:
             )
             for s in metadata.snapshots
         ),
-        schemas={s.schema_id: schema_of(s) for s in metadata.schemas},
+        schemas={s.schema_id: schema_from_pyiceberg(s) for s in metadata.schemas},
         metadata_location=table.metadata_location,
     )
 
 
-def schema_of(pyiceberg_schema: Any) -> Schema:
+def schema_from_pyiceberg(pyiceberg_schema: Any) -> Schema:
     """A pyiceberg `Schema` as a `Schema` (through its JSON: the same keys as Iceberg Java's)."""
     return Schema.from_json(json.loads(pyiceberg_schema.model_dump_json()))

@@ -1,9 +1,9 @@
-"""Delta schema -> Iceberg schema, name mapping, partition spec and partition values (pure).
+"""Delta schema -> Iceberg schema, partition spec and partition values (pure).
 
 Schemas are the typed values of `delta/schema.py` and `iceberg/types.py` (whose `to_json` is what Iceberg
-Java's `SchemaParser.fromJson` reads); partition specs and name mappings are the JSON Iceberg Java's
-`PartitionSpecParser.fromJson` and `NameMappingParser.fromJson` accept. Each walk over a schema is a
-visitor of that side's `visit`.
+Java's `SchemaParser.fromJson` reads); partition specs are the JSON Iceberg Java's
+`PartitionSpecParser.fromJson` accepts. The name mapping is `iceberg/name_mapping.py`'s. Each walk over
+a schema is a visitor of that side's `visit`.
 
 Field ids, the contract with the Parquet files:
 * Column mapping `id` / `name`: Delta writes Parquet field ids equal to `delta.columnMapping.id`, and
@@ -416,20 +416,7 @@ def _iceberg_keys(iceberg_schema: Schema, mode: str) -> list[tuple[Key, int]]:
     return visit(iceberg_schema.as_struct(), _FieldKeys(mode), ())
 
 
-# --- name mapping ----------------------------------------------------------------------------------------
-
-
-def name_mapping(
-    iceberg_schema: Schema, delta_schema: delta.StructType, column_mapping_mode: str
-) -> list[dict[str, Any]]:
-    """`schema.name-mapping.default`: how readers find columns in Parquet files without field ids.
-
-    The names are those in the Parquet files: logical names without column mapping, physical names
-    (`delta.columnMapping.physicalName`) with it. Ids come from `iceberg_schema` (matched to Delta
-    fields by logical name), so the mapping is right for whatever schema the table ended up with.
-    """
-    mode = checked_mode(column_mapping_mode)
-    return visit(delta_schema, _NameMapping(mode), iceberg_schema.as_struct())
+# --- matching the two sides ----------------------------------------------------------------------------
 
 
 def matched_fields(
@@ -445,115 +432,6 @@ def matched_fields(
         iceberg_field = by_name.get(delta_field.name)
         if iceberg_field is not None:
             yield delta_field, child, iceberg_field
-
-
-class _NameMapping(SchemaVisitor[IcebergType, list[dict[str, Any]]]):
-    """The mapping entries of a Delta type's children, visited with its Iceberg counterpart."""
-
-    def __init__(self, mode: str) -> None:
-        self.mode = mode
-
-    def struct(
-        self, struct: delta.StructType, ctx: IcebergType, fields: Sequence[Callable]
-    ) -> list[dict[str, Any]]:
-        return [
-            _mapping_entry(physical_name(delta_field, self.mode), iceberg_field.id, child(iceberg_field.type))
-            for delta_field, child, iceberg_field in matched_fields(struct, fields, ctx)
-        ]
-
-    def list(self, array: delta.ArrayType, ctx: IcebergType, element: Callable) -> list[dict[str, Any]]:
-        if not isinstance(ctx, iceberg.ListType):
-            return []
-        return [_mapping_entry("element", ctx.element_id, element(ctx.element_type))]
-
-    def map(
-        self, map_type: delta.MapType, ctx: IcebergType, key: Callable, value: Callable
-    ) -> list[dict[str, Any]]:
-        if not isinstance(ctx, iceberg.MapType):
-            return []
-        return [
-            _mapping_entry("key", ctx.key_id, key(ctx.key_type)),
-            _mapping_entry("value", ctx.value_id, value(ctx.value_type)),
-        ]
-
-    def primitive(self, primitive: delta.PrimitiveType, ctx: IcebergType) -> list[dict[str, Any]]:
-        return []
-
-
-def merged_name_mapping(*mappings: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One name mapping holding every entry of `mappings` (oldest first): each field id once, with every
-    name it was known by, its children merged the same way.
-
-    The mapping is table-wide, not per snapshot: a Parquet file written under an older schema is read
-    through today's mapping, so no id and no name the table ever had may leave it. A name given to two
-    ids at one level cannot be mapped (readers would not know which id a file's column is): refused.
-    """
-    merged: dict[int, dict[str, Any]] = {}
-    children: dict[int, list[Sequence[Mapping[str, Any]]]] = {}
-    for mapping in mappings:
-        for entry in mapping:
-            field_id = int(entry["field-id"])
-            target = merged.setdefault(field_id, {"field-id": field_id, "names": []})
-            target["names"] += [n for n in entry.get("names", ()) if n not in target["names"]]
-            if entry.get("fields"):
-                children.setdefault(field_id, []).append(entry["fields"])
-    owner: dict[str, int] = {}
-    for field_id, entry in merged.items():
-        for name in entry["names"]:
-            if owner.setdefault(name, field_id) != field_id:
-                raise UnsupportedFeatureError(
-                    f"column {name!r} has meant two different columns in the table's history (Iceberg field "
-                    f"ids {owner[name]} and {field_id}), and Iceberg's name mapping can give a name one id "
-                    "only; mirror the table into a new Iceberg table"
-                )
-        if field_id in children:
-            entry["fields"] = merged_name_mapping(*children[field_id])
-    return list(merged.values())
-
-
-def iceberg_name_mapping(iceberg_schema: Schema) -> list[dict[str, Any]]:
-    """The name mapping of an Iceberg schema's own names: the Parquet names of a table without column
-    mapping, whose files name columns by their logical names."""
-    return visit(iceberg_schema.as_struct(), _IcebergNames(), None)
-
-
-class _IcebergNames(SchemaVisitor[None, list[dict[str, Any]]]):
-    def struct(
-        self, struct: iceberg.StructType, ctx: None, fields: Sequence[Callable]
-    ) -> list[dict[str, Any]]:
-        return [
-            _mapping_entry(f.name, f.id, child(None)) for f, child in zip(struct.fields, fields, strict=True)
-        ]
-
-    def list(self, list_type: iceberg.ListType, ctx: None, element: Callable) -> list[dict[str, Any]]:
-        return [_mapping_entry("element", list_type.element_id, element(None))]
-
-    def map(
-        self, map_type: iceberg.MapType, ctx: None, key: Callable, value: Callable
-    ) -> list[dict[str, Any]]:
-        return [
-            _mapping_entry("key", map_type.key_id, key(None)),
-            _mapping_entry("value", map_type.value_id, value(None)),
-        ]
-
-    def primitive(self, primitive: iceberg.PrimitiveType, ctx: None) -> list[dict[str, Any]]:
-        return []
-
-
-def mapped_ids(mapping: Sequence[Mapping[str, Any]]) -> set[int]:
-    """Every field id a name mapping maps, at any depth."""
-    found: set[int] = set()
-    for entry in mapping:
-        found.add(int(entry["field-id"]))
-        found |= mapped_ids(entry.get("fields") or ())
-    return found
-
-
-def _mapping_entry(name: str, field_id: int, children: list[dict[str, Any]]) -> dict[str, Any]:
-    entry: dict[str, Any] = {"field-id": field_id, "names": [name]}
-    if children:
-        entry["fields"] = children
-    return entry
 
 
 # --- partitioning ----------------------------------------------------------------------------------------

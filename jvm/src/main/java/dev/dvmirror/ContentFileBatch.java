@@ -328,18 +328,49 @@ public final class ContentFileBatch {
     return written;
   }
 
-  /** The locations of a delete manifest's live delete files, one per line. */
-  public static String deleteFileLocations(Table table, ManifestFile manifest) {
-    StringBuilder out = new StringBuilder();
-    try (ManifestReader<DeleteFile> reader =
-        ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) {
+  /**
+   * Writes the locations of a delete manifest's live delete files to the local file {@code outFile},
+   * one JSON string per line (a location may hold a line break); returns how many.
+   */
+  public static int writeDeleteFileLocations(Table table, ManifestFile manifest, String outFile)
+      throws IOException {
+    int written = 0;
+    try (BufferedWriter out = Files.newBufferedWriter(Path.of(outFile), StandardCharsets.UTF_8);
+        ManifestReader<DeleteFile> reader =
+            ManifestFiles.readDeleteManifest(manifest, table.io(), table.specs())) {
       for (DeleteFile file : reader) {
-        out.append(file.location()).append('\n');
+        out.write(JsonUtil.mapper().writeValueAsString(file.location()));
+        out.write('\n');
+        written++;
       }
-    } catch (IOException e) {
-      throw new UncheckedIOException(e);
     }
-    return out.toString();
+    return written;
+  }
+
+  /**
+   * Writes the locations of a snapshot's live data files (what Iceberg's {@code data_files} metadata
+   * table lists at it) to the local file {@code outFile}, one JSON string per line; returns how many.
+   */
+  public static int writeDataFileLocations(Table table, long snapshotId, String outFile)
+      throws IOException {
+    Snapshot snapshot = table.snapshot(snapshotId);
+    if (snapshot == null) {
+      throw new IllegalArgumentException("no snapshot " + snapshotId + " in " + table.name());
+    }
+    int written = 0;
+    try (BufferedWriter out = Files.newBufferedWriter(Path.of(outFile), StandardCharsets.UTF_8)) {
+      for (ManifestFile manifest : snapshot.dataManifests(table.io())) {
+        try (ManifestReader<DataFile> reader =
+            ManifestFiles.read(manifest, table.io(), table.specs())) {
+          for (DataFile file : reader) {
+            out.write(JsonUtil.mapper().writeValueAsString(file.location()));
+            out.write('\n');
+            written++;
+          }
+        }
+      }
+    }
+    return written;
   }
 
   /**
