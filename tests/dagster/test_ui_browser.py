@@ -39,7 +39,7 @@ from tests.helpers.dagster import (
 )
 from tests.helpers.processes import CHROMIUM, chromium, dvmirror_env, free_port, rendered_text, wait_for_text
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / ".screenshots"
 
 pytestmark = [
