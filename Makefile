@@ -75,7 +75,7 @@ wheel: $(PACKAGED_JAR) $(INSTALLED)
 	rm -rf dist && $(BIN)/pip wheel --quiet --no-deps --wheel-dir dist .
 	@ls -l dist/*.whl
 
-# dv_assets/mirror/maven.json from jvm/pom.xml and jvm/s3/pom.xml (tests/test_jvm_coordinates.py checks it).
+# dv_assets/mirror/maven.json from jvm/pom.xml and jvm/s3/pom.xml (tests/mirror/test_spark_jvm_coordinates.py checks it).
 coordinates: $(INSTALLED)
 	$(BIN)/python -m tests.helpers.maven > dv_assets/mirror/maven.json
 
@@ -126,13 +126,13 @@ test: setup lint
 test-extended: setup
 	$(BIN)/pytest -m "extended and not slow"
 
-# The tests that start a system of their own (tests/test_ui_browser.py's headless Chromium over a webserver
+# The tests that start a system of their own (tests/dagster/test_ui_browser.py's headless Chromium over a webserver
 # and daemon, `make ui` under SIGTERM, a wheel in a fresh virtualenv, a standalone Spark cluster): minutes
 # each, so a target of their own, keeping `make test` under 12 minutes; .ci/run runs it after `make test`.
 test-system: setup
 	$(BIN)/pytest -m "system and not cli"
 
-# Each subcommand of `dvmirror` through the installed console script (tests/test_cli_*.py): exit codes, text
+# Each subcommand of `dvmirror` through the installed console script (tests/cli/): exit codes, text
 # and --json, a follow mode under Delta commits and SIGTERM. Most start a JVM of their own, so they have a
 # target of their own, keeping `make test` under 20 minutes; .ci/run runs both.
 test-cli: setup
@@ -156,12 +156,12 @@ test-long: setup
 	$(BIN)/pytest -m slow
 
 # Conformance on tables nobody here designed for (issue 27): the histories outside suites found wrong
-# (tests/test_outside_tables.py), then the generative sweep (tests/test_sweep.py): random tables of every
+# (tests/conformance/test_outside_tables.py), then the generative sweep (tests/conformance/test_sweep.py): random tables of every
 # type, schema changes and DML, both formats, every version and filter queries by every reader, for
 # DVMIRROR_SWEEP_SECONDS (default 1200) from DVMIRROR_SWEEP_SEED (default: a new one); prints the seed and
 # what it compared. Not in make test (make test-extended runs one seed of the sweep); .ci/run runs it with a shorter budget.
 test-sweep: setup
-	$(BIN)/pytest -m sweep -s tests/test_outside_tables.py tests/test_sweep.py
+	$(BIN)/pytest -m sweep -s tests/conformance/test_outside_tables.py tests/conformance/test_sweep.py
 
 # First the hot values' construction against a frozen dataclass (benchmarks/micro.py, seconds; fails when a gain
 # is gone). Then the scale figures of issue 9, each next to its target (synthetic tables; takes a while); not part
@@ -204,7 +204,7 @@ ui: setup
 
 # The UI in headless Chromium (part of `make test-system`); screenshots in .screenshots/.
 ui-test: setup
-	$(BIN)/pytest tests/test_ui_browser.py
+	$(BIN)/pytest tests/dagster/test_ui_browser.py
 
 clean:
 	rm -rf $(VENV) .jars .node .dvmirror .dagster_home .pytest_cache dist $(PACKAGED_JAR)

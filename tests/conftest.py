@@ -18,11 +18,11 @@ from tests.helpers.readers import let_pyiceberg_read_int96
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """A test that uses the `spark` fixture (itself or through another fixture) starts the JVM: it is
     marked `spark`, so that `make test-unit` (-m "not spark ...") leaves it out. Every test of a
-    tests/test_cli_*.py module is marked `cli` (`make test-cli`)."""
+    tests/cli/ module is marked `cli` (`make test-cli`)."""
     for item in items:
         if "spark" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.spark)
-        if item.path.name.startswith("test_cli_"):
+        if item.path.parent.name == "cli" and item.path.parent.parent.name == "tests":
             item.add_marker(pytest.mark.cli)
 
 

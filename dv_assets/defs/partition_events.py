@@ -8,7 +8,7 @@ partition in 1.13, so both assets of a table log one `AssetMaterialization` per 
 ascending order (`in_version_order`), and end with `no_derived_materializations()`: their output, marked
 so that Dagster derives no event from it (the marker Dagster's own observable source assets use for the
 events they log themselves), while the steps downstream still get the output.
-tests/test_dagster_assets.py holds Dagster to this (the order in the instance, and the latest).
+tests/dagster/test_assets.py holds Dagster to this (the order in the instance, and the latest).
 
 A run that only re-records versions older than the asset's newest (a partition materialized again)
 records that newest version again last (`RECORDED_AGAIN`), so the latest materialization stays the

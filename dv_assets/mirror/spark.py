@@ -43,7 +43,8 @@ LOG4J2_CONFIG = _HERE / "log4j2.properties"
 IVY_SETTINGS = _HERE / "ivysettings.xml"
 PACKAGED_HELPER = _HERE / "jars" / HELPER_JAR  # package data of the wheel (`make wheel`)
 
-# jvm/pom.xml's and jvm/{s3,gcs,azure}/pom.xml's coordinates (tests/test_jvm_coordinates.py holds them equal).
+# jvm/pom.xml's and jvm/{s3,gcs,azure}/pom.xml's coordinates (tests/mirror/test_spark_jvm_coordinates.py
+# holds them equal).
 _MAVEN = json.loads((_HERE / "maven.json").read_text())
 SPARK_PACKAGES: tuple[str, ...] = tuple(_MAVEN["packages"])
 S3_PACKAGES: tuple[str, ...] = tuple(_MAVEN["s3_packages"])

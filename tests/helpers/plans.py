@@ -1,5 +1,5 @@
-"""Small hand-written Delta logs and mirror states for the translation's own tests (tests/test_plan.py):
-no Spark, no Iceberg."""
+"""Small hand-written Delta logs and mirror states for the translation's own tests
+(tests/mirror/test_plan.py): no Spark, no Iceberg."""
 
 from __future__ import annotations
 

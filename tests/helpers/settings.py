@@ -1,4 +1,4 @@
-"""Environments that must not reach explicitly configured settings (tests/test_dagster_resource.py)."""
+"""Environments that must not reach explicitly configured settings (tests/dagster/test_resource.py)."""
 
 from __future__ import annotations
 

@@ -63,8 +63,9 @@ def readers_keep_apart(path: str, other: str) -> bool:
     delta-rs (delta-kernel-rs) keys log replay on the path as written. Delta Spark keys it on a canonical
     path: an absolute one (`/t/x`, `file:/t/x`, `file:///t/x`) qualified to one URI, a relative one kept
     as written. So they agree on two relative spellings (`p=a/x` and `p%3Da/x`) and on a relative and an
-    absolute one, measured in tests/test_path_spellings.py; on two absolute spellings Delta Spark may see
-    one file where delta-rs sees two, and a relative path it might normalise is not decided here (False).
+    absolute one, measured in tests/mirror/test_locations_spellings.py; on two absolute spellings Delta
+    Spark may see one file where delta-rs sees two, and a relative path it might normalise is not decided
+    here (False).
     """
     if path == other:
         return False

@@ -24,7 +24,7 @@ SUPPORTED_READER_FEATURES: frozenset[str] = frozenset(
         "v2Checkpoint",
         "vacuumProtocolCheck",
         # A v3 mirror's `variant` column (iceberg/schema.py; format 2 refuses it by name), read exactly
-        # by Iceberg Java 1.12 and DuckDB 1.5.5 (tests/test_delta_features.py); pyiceberg 0.12 cannot
+        # by Iceberg Java 1.12 and DuckDB 1.5.5 (tests/delta/test_protocol_features.py); pyiceberg 0.12 cannot
         # parse such a schema, so dv-mirror reads the mirror's metadata without it (pyiceberg_reader.py).
         "variantType",
         "variantType-preview",
@@ -38,7 +38,7 @@ _CATALOG_MANAGED = (
     "system does not show them, so the mirror cannot know the table's versions"
 )
 # Delta Spark 4.4 shreds `[1, 2.5]` into a decimal(2,1) `typed_value`: Iceberg Java reads the value back
-# as Delta Spark does (`[1,2.5]`), DuckDB 1.5.5 as `[1.0, 2.5]` (tests/test_delta_features.py).
+# as Delta Spark does (`[1,2.5]`), DuckDB 1.5.5 as `[1.0, 2.5]` (tests/delta/test_protocol_features.py).
 _SHREDDED = (
     "shredded VARIANT files are not mirrored: DuckDB 1.5.5 reads some shredded values differently from "
     "Delta Spark (an array [1, 2.5] that Delta Spark shreds as decimals reads as [1.0, 2.5])"

@@ -12,7 +12,7 @@ Spark and delta-rs key log replay on the path as written: they keep both entries
 rows twice, which one Iceberg entry per data file cannot hold) and apply its DVs differently. An
 identical re-add (same path as written, same DV id) is harmless. A `remove` that names the live file
 under another spelling ends nothing to both readers alike when one of the two spellings is relative
-(tests/test_path_spellings.py): replay ignores it, as it ignores a remove with a stale DV id. Two
+(tests/mirror/test_locations_spellings.py): replay ignores it, as it ignores a remove with a stale DV id. Two
 absolute spellings (`/t/x`, `file:///t/x`) are one file to Delta Spark and two to delta-rs: refused.
 
 Memory: the live set is what a replay keeps, so it keeps each file compactly (actions.py) and keeps
@@ -129,8 +129,8 @@ def apply_commit(
         live = files.get(remove.location)
         # A remove ends the logical file (path as written, its DV id) only: a stale DV id, or the path
         # spelled otherwise (`/t/x`, `file:///t/x`, `p%3Da/x` for the live `p=a/x`), leaves the live
-        # file alone, to Delta Spark and delta-rs alike (tests/test_path_spellings.py), but for two
-        # absolute spellings, one file to Delta Spark and two to delta-rs.
+        # file alone, to Delta Spark and delta-rs alike (tests/mirror/test_locations_spellings.py), but for
+        # two absolute spellings, one file to Delta Spark and two to delta-rs.
         if live is not None and live.dv_unique_id == remove.dv_unique_id:
             if live.path != remove.path:
                 if not readers_keep_apart(live.path, remove.path):

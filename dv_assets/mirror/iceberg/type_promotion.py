@@ -12,7 +12,7 @@ int already: widening between them and int changes no Iceberg type.
 float → double is an Iceberg promotion that verified readers get wrong (`READER_LIMITS`), so the mirror
 refuses it too: pyiceberg 0.12 and DuckDB 1.5.5 evaluate a filter on the promoted column against an old
 file's floats with the literal made a float, and lose rows (`f > 1.49` drops the float 1.49, which as a
-double is 1.4900000095...); Iceberg Java 1.12 returns them (tests/test_delta_features.py).
+double is 1.4900000095...); Iceberg Java 1.12 returns them (tests/delta/test_protocol_features.py).
 
 Old data files are described in the manifests with their bounds as written under the old type; Iceberg
 readers read a 4-byte int bound of a long column as the narrower value.

@@ -18,7 +18,7 @@ import org.apache.iceberg.SnapshotSummary;
  * nothing of the kind (Iceberg 1.12).
  *
  * <p>The members are looked up once, when this class loads, and checked by name, type and kind;
- * {@link #check} (run when the mirror's catalog starts, and by tests/test_iceberg_internals.py) fails
+ * {@link #check} (run when the mirror's catalog starts, and by tests/iceberg/test_java_internals.py) fails
  * naming each member missing and the Iceberg version on the classpath, before anything is committed.
  * Run alone ({@code java -cp <jars> dev.dvmirror.IcebergInternals}) it prints the check.
  */

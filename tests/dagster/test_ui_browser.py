@@ -47,7 +47,7 @@ from tests.helpers.processes import (
     wait_for_text,
 )
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / ".screenshots"
 
 pytestmark = [

@@ -1,6 +1,6 @@
 """Which retained versions a Delta VACUUM made unreadable, from the log's tombstones (`mirror/vacuum.py`),
 on logs written by hand: no JVM. Delta Spark's own VACUUM, the expiry and every reader:
-tests/test_vacuum_follow.py."""
+tests/mirror/test_vacuum_follow.py."""
 
 from __future__ import annotations
 

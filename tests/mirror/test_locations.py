@@ -137,7 +137,7 @@ def test_the_plain_path_shortcut_gives_what_the_rules_give(root: str, path: str)
     ("path", "other", "apart"),
     [
         # One relative spelling: another entry to Delta Spark (relative kept as written, absolute
-        # qualified) and to delta-rs (path as written), measured in tests/test_path_spellings.py.
+        # qualified) and to delta-rs (path as written), measured in tests/mirror/test_locations_spellings.py.
         ("p=a/x.parquet", "/t/p=a/x.parquet", True),
         ("p=a/x.parquet", "file:///t/p=a/x.parquet", True),
         ("file:/t/p=a/x.parquet", "p=a/x.parquet", True),

@@ -1,6 +1,6 @@
 """`secrets.masked`, the one function every output of the mirror passes its text through: secrets in
 properties, in URIs (userinfo, query parameters) and known secret values wherever they appear.
-The CLI, Spark's log and Dagster end to end: tests/test_cli_secrets.py."""
+The CLI, Spark's log and Dagster end to end: tests/cli/test_secrets.py."""
 
 from __future__ import annotations
 

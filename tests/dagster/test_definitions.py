@@ -23,7 +23,7 @@ from tests.helpers.dagster import settings_of, tables_file
 from tests.helpers.processes import dvmirror_env, run
 from tests.helpers.settings import leaky_environment
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 BIN = Path(sys.executable).parent
 
 

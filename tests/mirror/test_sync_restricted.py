@@ -16,6 +16,7 @@ from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.maintenance import Retention, expire_and_reclaim
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 from dv_assets.mirror.sync import sync_table
+from tests.conformance.test_fixtures import MALFORMED
 from tests.helpers.paths import (
     DELTA_FIXTURES,
     conformance_table,
@@ -24,7 +25,6 @@ from tests.helpers.paths import (
     fixture_tables,
 )
 from tests.helpers.readers import iceberg_java_rows, snapshots_by_delta_version
-from tests.test_conformance_fixtures import MALFORMED
 
 CHECKPOINTED = {"basic-dv-with-checkpoint", "dv-partitioned-with-checkpoint"}
 LONG = {"basic-dv-with-checkpoint"}

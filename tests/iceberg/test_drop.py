@@ -1,7 +1,7 @@
 """`iceberg/drop.py` without a JVM: what a drop plans, in which order it deletes, how a drop that stopped
 half-way is finished by a rerun, and what it refuses. The tables are written by pyiceberg (its appends
 carry the mirror's properties and summaries where a test says so); the end-to-end command, on real
-mirrors made by Iceberg Java, is tests/test_cli_drop.py."""
+mirrors made by Iceberg Java, is tests/cli/test_drop.py."""
 
 from __future__ import annotations
 

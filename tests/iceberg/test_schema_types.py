@@ -20,7 +20,7 @@ from dv_assets.mirror.iceberg.name_mapping import of_delta_schema
 from dv_assets.mirror.iceberg.schema import evolve, partition_spec, to_iceberg_schema
 from dv_assets.mirror.iceberg.types import ListType, MapType, NestedField, PrimitiveType, Schema, StructType
 
-GOLDEN = json.loads((Path(__file__).parent / "data" / "schema_json_before_issue_15.json").read_text())
+GOLDEN = json.loads((Path(__file__).parents[1] / "data" / "schema_json_before_issue_15.json").read_text())
 CASES: list[dict[str, Any]] = GOLDEN["cases"]
 
 

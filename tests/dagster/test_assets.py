@@ -517,7 +517,8 @@ def test_a_widened_table_mirrors_and_a_refused_widening_fails_the_run(spark, cat
             2: {"id": "int", "i": "int", "f": "float"},
             4: {"id": "int", "i": "long", "f": "float"},
         }
-        # The rows of the last version (every version through every reader: tests/test_delta_features.py).
+        # The rows of the last version (every version through every reader:
+        # tests/delta/test_protocol_features.py).
         snapshot_id = snapshots_by_delta_version(catalog, source.iceberg_table)[4]
         delta = delta_spark_rows(spark, str(root), 4)
         assert max(r["i"] for r in delta) == 3000000026  # a widened value beside the old files' ints

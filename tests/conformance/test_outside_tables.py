@@ -186,7 +186,7 @@ def test_time_partition_values_in_a_session_time_zone_that_is_not_utc(spark, cat
             "(3, TIMESTAMP'2024-03-10 02:30:00', TIMESTAMP_NTZ'2024-03-10 02:30:00', DATE'2024-03-10'), "
             "(4, TIMESTAMP'2024-11-03 01:30:00', TIMESTAMP_NTZ'2024-11-03 01:30:00', DATE'2024-11-03'), "
             # (9999-12-31 23:59 in Los Angeles is in year 10000 in UTC, which no Python reader of the
-            # rows holds: tests/test_iceberg_schema.py has the partition value Delta writes for it.)
+            # rows holds: tests/iceberg/test_schema.py has the partition value Delta writes for it.)
             "(5, TIMESTAMP'9999-12-30 23:59:59.999999', TIMESTAMP_NTZ'9999-12-31 23:59:59.999999', "
             "DATE'9999-12-31'), "
             "(6, NULL, NULL, NULL)"

@@ -115,7 +115,8 @@ def test_same_dv_remove_and_add_is_no_change_and_stale_removes_are_ignored(tmp_p
         ([add("file://{root}/part-0.parquet", dv("dv1"))], "add of 'file://{root}/part-0.parquet'"),
         ([add("part%2D0.parquet", dv("dv1"))], "add of 'part%2D0.parquet' with DV udv1@1"),
         # A DV update whose remove spells the path otherwise: that remove ends nothing to Delta Spark and
-        # delta-rs, which keep the old entry too and disagree on the rows (tests/test_path_spellings.py).
+        # delta-rs, which keep the old entry too and disagree on the rows
+        # (tests/mirror/test_locations_spellings.py).
         (
             [remove("part%2D0.parquet", dv("dv1")), add("part-0.parquet", dv("dv2"))],
             "add of 'part-0.parquet' with DV udv2@1",
@@ -155,8 +156,9 @@ def test_a_file_live_twice_is_refused_by_name(tmp_path: Path, commit: list[dict]
 )
 def test_a_remove_naming_the_live_file_otherwise_ends_nothing(tmp_path: Path, spelling: str) -> None:
     """Delta Spark and delta-rs key log replay on the path as written: such a remove leaves the live
-    entry (and its DV) as it was, to both alike (reader table in tests/test_path_spellings.py), so replay
-    ignores it as it ignores a stale DV id; a DV update whose add keeps the live spelling stays refused."""
+    entry (and its DV) as it was, to both alike (reader table in
+    tests/mirror/test_locations_spellings.py), so replay ignores it as it ignores a stale DV id; a DV
+    update whose add keeps the live spelling stays refused."""
     path = spelling.replace("{root}", str(tmp_path))
     root = write_log(
         tmp_path,

@@ -2,8 +2,8 @@
 is mirrored in both formats and every version read back by Iceberg Java (Spark), DuckDB and pyiceberg.
 
 Refusals of features the mirror does not read (catalogManaged, unknown ones) are unit tests on
-hand-written logs in tests/test_delta_replay.py. The same features through the `dvmirror` CLI:
-tests/test_cli_features.py; through the Dagster asset: tests/test_dagster_assets.py.
+hand-written logs in tests/delta/test_replay.py. The same features through the `dvmirror` CLI:
+tests/cli/test_features.py; through the Dagster asset: tests/dagster/test_assets.py.
 """
 
 from __future__ import annotations
@@ -168,7 +168,7 @@ def test_variant_mirrors_in_format_3(spark, catalog, tmp_path: Path) -> None:
     """A table with a VARIANT column (Delta Spark enables `variantType` for it), DML with DVs: every
     version of its format-3 mirror equals Delta Spark's rows through Iceberg Java and DuckDB, the variant
     values compared as JSON text (Spark's `to_json` on both Spark sides, DuckDB's `CAST(v AS JSON)`).
-    pyiceberg 0.12 cannot read such a table at all (tests/test_iceberg_schema.py), so it is not asked;
+    pyiceberg 0.12 cannot read such a table at all (tests/iceberg/test_schema.py), so it is not asked;
     dv-mirror reads the mirror's metadata without it. Format 2 has no variant type: refused by name at
     version 0, no Iceberg table created."""
     root = tmp_path / "variant"

@@ -36,7 +36,8 @@ from tests.helpers.readers import snapshots_by_delta_version
 TABLE = "dv-partitioned-with-checkpoint"  # 16 versions; v15: 35 rows, 2 DVs
 MIRROR = "ops.events"
 ALWAYS = ["metadata_row_count_matches", "one_dv_per_data_file"]
-# --full: the row-count scan, and every retained snapshot's data files stat'ed (tests/test_vacuum_follow.py).
+# --full: the row-count scan, and every retained snapshot's data files stat'ed
+# (tests/mirror/test_vacuum_follow.py).
 FULL = [*ALWAYS, "row_count_matches", "retained_snapshots_readable"]
 
 

@@ -239,7 +239,7 @@ def test_duplicate_checkpoint_entry_of_an_untouched_file_is_refused_through_the_
 
 def _edit_manifest(folder: Path, **changes: object) -> None:
     """The manifest changed and sealed again (its digest recomputed): what the checks after the digest's
-    must find (tests/test_checkpoint_index_integrity.py alters it without resealing)."""
+    must find (tests/delta/test_checkpoint_index.py alters it without resealing)."""
     manifest = folder / checkpoint_index.MANIFEST
     manifest.write_bytes(checkpoint_index._sealed(json.loads(manifest.read_text()) | changes))
 

@@ -1,6 +1,6 @@
 """The Maven coordinates the package ships (dv_assets/mirror/maven.json: what Spark resolves through Ivy
 when there is no jars folder) are jvm/pom.xml's and jvm/{s3,gcs,azure}/pom.xml's: one set of jars
-whichever way Spark gets them (tests/test_cli_install.py compares the jars Ivy resolved with those Maven
+whichever way Spark gets them (tests/cli/test_install.py compares the jars Ivy resolved with those Maven
 copied)."""
 
 from __future__ import annotations
