@@ -45,7 +45,10 @@ from benchmarks.figures import Figure, Unmeasured
 from dv_assets.defs.factory import build_definitions
 from dv_assets.defs.sources import VERSIONS_TAG, DeltaSource
 from dv_assets.demo.sample_table import build_sample_table
-from dv_assets.mirror import CatalogConfig, DeltaTable, MirrorSettings, last_mirrored_version, sync_table
+from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.iceberg.pyiceberg_reader import last_mirrored_version
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
+from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import evaluate_sensor, record_tick
 from tests.helpers.paths import DVMIRROR
 from tests.helpers.processes import catalog_args, dvmirror_env, no_java_env, run, run_dvmirror

@@ -39,7 +39,7 @@ from dv_assets.defs.factory import sources_of, spark_resource_of
 from dv_assets.defs.iceberg.checks import CHECK_NAMES
 from dv_assets.defs.iceberg.freshness import MIRROR_LAG_CHECK
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.mirror import last_mirrored_version
+from dv_assets.mirror.iceberg.pyiceberg_reader import last_mirrored_version
 
 # Step logs stay in the instance; the command prints its own lines.
 QUIET = {"loggers": {"console": {"config": {"log_level": "ERROR"}}}}

@@ -32,7 +32,8 @@ from dv_assets.components.delta_mirror import DeltaMirrorComponent, TablesFileEr
 from dv_assets.dagster_warnings import silence_dagster_maturity_warnings
 from dv_assets.defs.factory import build_definitions, shared_sensors
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.mirror import CatalogConfig, MirrorSettings, check_tables_fit
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
+from dv_assets.mirror.table_spec import check_tables_fit
 
 # The folder holding the dv_assets package: pyproject.toml's in a checkout, site-packages when installed
 # (`{{ context.project_root }}` in defs.yaml).

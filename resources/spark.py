@@ -17,7 +17,8 @@ from dagster_pyspark import LazyPySparkResource
 from dagster_spark.utils import flatten_dict
 from pydantic import Field, PrivateAttr
 
-from dv_assets.mirror import CatalogConfig, MirrorSettings, get_or_create_spark
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
+from dv_assets.mirror.spark import get_or_create_spark
 
 
 class IcebergSparkResource(LazyPySparkResource):

@@ -1,6 +1,7 @@
-"""The import graph, from the sources' AST: the Dagster platform reaches the engine only through
-`dv_assets.mirror`'s exported names, nothing in it imports the modules that load it, and no module of the
-project imports one that imports it back: at module level, in a function or under TYPE_CHECKING alike
+"""The import graph, from the sources' AST: the Dagster platform imports the engine's modules by name
+(no facade in between), the engine imports no Dagster and nothing of the platform, nothing in the defs
+folder imports the modules that load it, and no module of the project imports one that imports it
+back: at module level, in a function or under TYPE_CHECKING alike
 (an import deferred into a function is still an arrow)."""
 
 from __future__ import annotations
@@ -9,7 +10,6 @@ import ast
 import subprocess
 import sys
 
-import dv_assets.mirror
 from tests.helpers.imports import (
     ENGINE,
     LOADERS,
@@ -24,24 +24,30 @@ from tests.helpers.imports import (
 from tests.helpers.paths import REPO_ROOT
 
 
-def test_the_platform_imports_the_engine_only_through_its_exported_names() -> None:
+def test_the_platform_imports_the_engines_modules_by_name() -> None:
+    """Every import of the engine by the platform names the module that defines what it takes, and the
+    engine's package defines nothing (no lazy facade to hide the arrows): the plan draws the platform
+    above the engine with every real arrow."""
+    assert ast.parse((REPO_ROOT / "dv_assets/mirror/__init__.py").read_text()).body[1:] == []
     platform = modules(*PLATFORM)
     assert len(platform) > 10 and {"dv_assets.defs.iceberg.checks", "resources.spark"} <= set(platform)
-    deep, unexported, loaders = [], [], []
+    through_package, loaders, engine_modules = [], [], set()
     for module, path in platform.items():
         for statement in everywhere(ast.parse(path.read_text())):
             for target, name in imported(module, statement):
                 where = f"{path.relative_to(REPO_ROOT)}:{statement.lineno}"
+                if target == ENGINE and f"{target}.{name}" not in PROJECT:
+                    through_package.append(f"{where} {name}")
                 if target.startswith(f"{ENGINE}."):
-                    deep.append(f"{where} {target}")
-                elif name is None and target == ENGINE:
-                    deep.append(f"{where} import {ENGINE} (import the names)")
-                elif target == ENGINE and name not in dv_assets.mirror.__all__:
-                    unexported.append(f"{where} {name}")
+                    engine_modules.add(target)
                 if module not in LOADERS and (target in LOADERS or f"{target}.{name}" in LOADERS):
                     loaders.append(f"{where} {target}")
-    assert deep == [], "the platform imports engine modules directly"
-    assert unexported == [], f"not exported by {ENGINE}"
+    assert through_package == [], f"taken from the package {ENGINE}, not from the module that defines it"
+    assert {
+        "dv_assets.mirror.range_sync",
+        "dv_assets.mirror.settings",
+        "dv_assets.mirror.table_spec",
+    } <= engine_modules
     assert loaders == [], "the defs folder imports what loads it"
 
 
@@ -135,7 +141,7 @@ def test_no_import_cycle_among_the_projects_modules() -> None:
     assert graph["dv_assets.defs.factory"] >= {"dv_assets.defs.sensors", "resources.spark"}
     # Function-level imports are arrows too: the subcommands load Spark only when they need it.
     assert "dv_assets.mirror.spark" in graph["dv_assets.mirror.cli.arguments"]
-    assert "dv_assets.mirror.dv_findings" in graph["dv_assets.defs.iceberg.checks"]  # through the lazy export
+    assert "dv_assets.mirror.dv_findings" in graph["dv_assets.defs.iceberg.checks"]
 
     assert import_cycles(graph) == []
 
@@ -159,15 +165,15 @@ def test_no_import_cycle_among_the_engines_folders() -> None:
     assert import_cycles(graph) == []
 
 
-def test_every_exported_name_resolves_and_the_configuration_needs_no_pyspark() -> None:
-    for name in dv_assets.mirror.__all__:
-        assert getattr(dv_assets.mirror, name) is not None
+def test_the_configuration_and_the_delta_side_need_no_pyspark() -> None:
     done = subprocess.run(
         [
             sys.executable,
             "-c",
-            "import sys; from dv_assets.mirror import CatalogConfig, DeltaTable, MirrorSettings, "
-            "read_mirror_table, last_mirrored_version; assert 'pyspark' not in sys.modules, 'pyspark'",
+            "import sys; from dv_assets.mirror.settings import CatalogConfig, MirrorSettings; "
+            "from dv_assets.mirror.delta.replay import DeltaTable; "
+            "from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table, last_mirrored_version; "
+            "assert 'pyspark' not in sys.modules, 'pyspark'",
         ],
         cwd=REPO_ROOT,
         capture_output=True,

@@ -31,7 +31,8 @@ IMPORT_THE_ENGINE = """
 import json, pkgutil, sys
 import dv_assets.mirror
 from dv_assets.mirror.cli import main
-from dv_assets.mirror import MirrorSettings, sync_table
+from dv_assets.mirror.settings import MirrorSettings
+from dv_assets.mirror.sync import sync_table
 names = [m.name for m in pkgutil.walk_packages(dv_assets.mirror.__path__, "dv_assets.mirror.")
          if not m.name.endswith(".__main__")]  # `python -m`'s entry: importing it runs the CLI
 for name in names:

@@ -56,16 +56,10 @@ from pydantic import Field, PrivateAttr
 
 from dv_assets.defs.factory import TableDefinitions, build_table, tables_definitions
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.mirror import (
-    CatalogConfig,
-    MirrorConfigError,
-    MirrorSettings,
-    TableAttributes,
-    TablesFileError,
-    load_tables_file,
-)
-from dv_assets.mirror import FreshnessAttributes as EngineFreshnessAttributes
-from dv_assets.mirror import RetentionAttributes as EngineRetentionAttributes
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
+from dv_assets.mirror.table_spec import FreshnessAttributes as EngineFreshnessAttributes
+from dv_assets.mirror.table_spec import MirrorConfigError, TableAttributes, TablesFileError, load_tables_file
+from dv_assets.mirror.table_spec import RetentionAttributes as EngineRetentionAttributes
 
 __all__ = ["DeltaMirrorComponent", "MirrorConfigError", "TablesFileError", "load_mirrors_file"]
 

@@ -38,7 +38,7 @@ from dv_assets.defs.maintenance import build_cleanup_job
 from dv_assets.defs.schedules import build_cleanup_schedule
 from dv_assets.defs.sensors import build_compacted_deletes_sensor, build_delta_version_sensor
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.mirror import CatalogConfig, MirrorSettings
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from resources.spark import IcebergSparkResource
 
 SOURCE_METADATA_PREFIX = "dvmirror/table/"

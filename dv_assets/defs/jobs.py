@@ -31,7 +31,7 @@ from dagster._core.definitions.unresolved_asset_job_definition import (
 )
 
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.mirror import ROW_COUNT_SCAN
+from dv_assets.mirror.exactness_checks import ROW_COUNT_SCAN
 
 
 def scan_check_key(source: DeltaSource) -> dg.AssetCheckKey:

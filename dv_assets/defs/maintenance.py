@@ -32,7 +32,8 @@ from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.signatures import evaluated
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.defs.status_metadata import METADATA_LOCATION, RETAINED_VERSIONS, TIME_TRAVEL, version_ranges
-from dv_assets.mirror import CleanupOutcome, MaintenanceReport, clean_table
+from dv_assets.mirror.cleanup import CleanupOutcome, clean_table
+from dv_assets.mirror.iceberg.maintenance import MaintenanceReport
 from resources.spark import IcebergSparkResource
 
 MAX_LISTED = 50

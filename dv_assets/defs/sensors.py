@@ -74,16 +74,12 @@ from dv_assets.defs.jobs import scan_check_key
 from dv_assets.defs.maintenance import cleanup_run_config
 from dv_assets.defs.sources import VERSIONS_TAG, DeltaSource
 from dv_assets.defs.status_metadata import lag_metadata
-from dv_assets.mirror import (
-    CatalogConfig,
-    DeltaTable,
-    MirrorStatus,
-    drops_dv_files,
-    last_mirrored_version,
-    masked,
-    mirror_status,
-    read_mirror_table,
-)
+from dv_assets.mirror.delta.facts import drops_dv_files
+from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.iceberg.pyiceberg_reader import last_mirrored_version, read_mirror_table
+from dv_assets.mirror.secrets import masked
+from dv_assets.mirror.settings import CatalogConfig
+from dv_assets.mirror.status import MirrorStatus, mirror_status
 
 # What a sensor's evaluation of one table yields: run requests, partitions to add, asset events to record.
 TickItem = dg.RunRequest | dg.AddDynamicPartitionsRequest | dg.AssetObservation | dg.AssetCheckEvaluation

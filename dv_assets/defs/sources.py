@@ -18,14 +18,13 @@ from dagster._check import CheckError  # what FreshnessPolicy's own checks raise
 from dagster._utils.schedules import is_valid_cron_string  # what ScheduleDefinition checks; not dg.*
 from pydantic import BaseModel, Field, field_validator, model_validator
 
-from dv_assets.mirror import (
-    DEFAULT_RETENTION,
-    ICEBERG_CATALOG_NAME,
-    DeltaTable,
-    FileIO,
+from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.iceberg.maintenance import DEFAULT_RETENTION, Retention
+from dv_assets.mirror.io import FileIO
+from dv_assets.mirror.locations import TableLocation
+from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
+from dv_assets.mirror.table_spec import (
     FreshnessSpec,
-    Retention,
-    TableLocation,
     TableSpec,
     check_format_version,
     check_iceberg_table,

@@ -25,10 +25,10 @@ from typing import TYPE_CHECKING, Any
 
 import dagster as dg
 
-from dv_assets.mirror import version_ranges
+from dv_assets.mirror.status import version_ranges
 
 if TYPE_CHECKING:
-    from dv_assets.mirror import MirrorStatus
+    from dv_assets.mirror.status import MirrorStatus
 
 LAG_VERSIONS = "dvmirror/lag_versions"
 LAG_SECONDS = "dvmirror/lag_seconds"

@@ -20,7 +20,10 @@ from dagster._core.definitions.metadata import TableMetadataSet  # the dagster/*
 from dagster._core.definitions.metadata.metadata_set import UriMetadataSet  # dagster/uri; not dg.*
 
 if TYPE_CHECKING:
-    from dv_assets.mirror import MirrorTable, Schema, SchemaNode, StructType
+    from dv_assets.mirror.delta.schema import StructType
+    from dv_assets.mirror.iceberg.mirror_table import MirrorTable
+    from dv_assets.mirror.iceberg.types import Schema
+    from dv_assets.mirror.schema_visitor import SchemaNode
 
 
 def column_schema(columns: Iterable[tuple[str, SchemaNode, str | None, bool]]) -> dg.TableSchema:

@@ -46,7 +46,8 @@ from dv_assets.demo.ui import write_instance_settings
 if TYPE_CHECKING:
     from dv_assets.defs.sources import DeltaSource
     from dv_assets.demo.machinery import DemoMachinery
-    from dv_assets.mirror import CatalogConfig, DeltaTable
+    from dv_assets.mirror.delta.replay import DeltaTable
+    from dv_assets.mirror.settings import CatalogConfig
 
 DAGSTER_HOME = Path.cwd() / ".dagster_home"
 DEMO_SOURCE = "demo_events"
@@ -72,7 +73,7 @@ def reset_instance() -> None:
 def drop_mirror(spark, table_name: str) -> None:
     """Unregister the demo's Iceberg table (never purge: Iceberg would delete Delta's data files) and
     remove its folder, which holds only Iceberg metadata and the mirror's own delete files."""
-    from dv_assets.mirror import IcebergJava
+    from dv_assets.mirror.iceberg.java import IcebergJava
 
     iceberg = IcebergJava(spark)
     table = iceberg.load(table_name)
@@ -91,7 +92,8 @@ def read_with_duckdb(catalog: CatalogConfig, table_name: str, delta: DeltaTable)
     without the catalog finds it) with a line that reads it the same way, offline: (rows DuckDB read,
     rows the mirror's snapshot says). None when there is nothing to read, or DuckDB or its extension
     packages (the dev extras) are not installed."""
-    from dv_assets.mirror import mirror_status, read_mirror_table
+    from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
+    from dv_assets.mirror.status import mirror_status
 
     status = mirror_status(delta, read_mirror_table(catalog, table_name), table_name)
     if status.metadata_location is None or status.snapshot_id is None or status.live_rows is None:
@@ -156,8 +158,9 @@ def main() -> int:
     from dv_assets.defs.sources import VERSIONS_TAG
     from dv_assets.demo.machinery import demo_machinery, open_instance
     from dv_assets.demo.sample_table import build_sample_table
-    from dv_assets.mirror import DeltaTable, get_or_create_spark
     from dv_assets.mirror.cli.output import child_stderr_to_log
+    from dv_assets.mirror.delta.replay import DeltaTable
+    from dv_assets.mirror.spark import get_or_create_spark
 
     defs = load_definitions()
     demo = next((s for s in sources_of(defs) if s.name == DEMO_SOURCE), None)
@@ -216,7 +219,7 @@ def mirror_the_backlog(
 ) -> None:
     """The queue drained: each requested run's versions, one line each, and their checks."""
     from dv_assets.defs.sources import VERSIONS_TAG
-    from dv_assets.mirror import commit_facts
+    from dv_assets.mirror.delta.facts import commit_facts
 
     say(
         "  DVs +added/~replaced/-removed: deletion vectors the Delta commit put on files that had none,"
@@ -295,7 +298,7 @@ def summarize(
     elapsed: float,
 ) -> None:
     """The summary, and what switching the sensors on does; a DuckDB read that disagrees fails."""
-    from dv_assets.mirror import commit_facts
+    from dv_assets.mirror.delta.facts import commit_facts
 
     final = commit_facts(delta, latest)
     if duckdb_read is not None and not duckdb_read[0] == duckdb_read[1] == final.live_rows:

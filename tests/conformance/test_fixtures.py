@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from dv_assets.mirror import IcebergJava, read_mirror_table
 from dv_assets.mirror.errors import InvalidDeletionVectorError
-from dv_assets.mirror.iceberg.pyiceberg_reader import mirror_table_of
+from dv_assets.mirror.iceberg.java import IcebergJava
+from dv_assets.mirror.iceberg.pyiceberg_reader import mirror_table_of, read_mirror_table
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.paths import (
     DELTA_FIXTURES,

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from dv_assets.mirror import read_mirror_table
 from dv_assets.mirror.errors import MirrorInputError, UnsupportedFeatureError
+from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.delta_histories import (
     assert_mirrors_match,

@@ -15,7 +15,8 @@ from dagster._core.test_utils import freeze_time  # dates a runless event; not d
 
 from dv_assets.defs.iceberg.freshness import MIRROR_LAG_CHECK, LagOutcome, lag_outcome
 from dv_assets.defs.sources import DeltaSource, Freshness
-from dv_assets.mirror import DeltaTable, mirror_status
+from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.status import mirror_status
 from dv_assets.mirror.sync import sync_table
 from tests.helpers.dagster import definitions, evaluate_sensor, make_source, record_tick
 from tests.helpers.delta_log import add, base_commit, set_commit_time, write_log

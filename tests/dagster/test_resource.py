@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from dagster_pyspark import LazyPySparkResource
 
-from dv_assets.mirror import CatalogConfig, MirrorSettings
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from resources import IcebergSparkResource
 from tests.helpers.paths import REPO_ROOT
 from tests.helpers.processes import run

@@ -27,7 +27,7 @@ import pytest
 
 from dv_assets.defs.sensors import mirror_range_request
 from dv_assets.defs.sources import VERSIONS_TAG
-from dv_assets.mirror import CatalogConfig
+from dv_assets.mirror.settings import CatalogConfig
 from tests.helpers.dagster import (
     add_partitions,
     build_source,

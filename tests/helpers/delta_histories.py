@@ -28,7 +28,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import VariantType
 
-from dv_assets.mirror import read_mirror_table
+from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.results import SyncResult
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME, CatalogConfig
 from dv_assets.mirror.sync import sync_table

@@ -7,7 +7,6 @@ import ast
 from collections.abc import Iterator
 from pathlib import Path
 
-import dv_assets.mirror
 from tests.helpers.paths import REPO_ROOT
 
 ENGINE = "dv_assets.mirror"
@@ -63,9 +62,8 @@ def imported(module: str, statement: ast.Import | ast.ImportFrom) -> list[tuple[
 
 def dependencies(module: str, statement: ast.Import | ast.ImportFrom) -> set[str]:
     """The project modules the statement executes: the imported module and its parent packages, and for
-    `from package import name` the submodule `name`, or the module `dv_assets.mirror` loads it from. A
-    package the importing module is in is already being imported: an edge to it only for a name taken
-    from its `__init__`."""
+    `from package import name` the submodule `name`. A package the importing module is in is already
+    being imported: an edge to it only for a name taken from its `__init__`."""
 
     def outside(package: str) -> bool:
         return not module.startswith(f"{package}.")
@@ -76,8 +74,6 @@ def dependencies(module: str, statement: ast.Import | ast.ImportFrom) -> set[str
         found |= {p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if outside(p)}
         if name is not None and f"{target}.{name}" in PROJECT:
             found |= {f"{target}.{name}"} | ({target} if outside(target) else set())
-        elif target == ENGINE and name in dv_assets.mirror._EXPORTS:
-            found |= {dv_assets.mirror._EXPORTS[name]} | ({target} if outside(target) else set())
         else:
             found.add(target)
     return {m for m in found if m in PROJECT}

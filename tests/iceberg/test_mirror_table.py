@@ -3,9 +3,9 @@ snapshot was written with, and the DV findings of a snapshot against Delta's DVs
 
 from __future__ import annotations
 
-from dv_assets.mirror import MirrorTable, Schema, Snapshot, SnapshotTotals
 from dv_assets.mirror.dv_findings import compare_dvs
-from dv_assets.mirror.iceberg.mirror_table import DeleteFileRow
+from dv_assets.mirror.iceberg.mirror_table import DeleteFileRow, MirrorTable, Snapshot, SnapshotTotals
+from dv_assets.mirror.iceberg.types import Schema
 
 
 def snapshot(summary: dict[str, str], snapshot_id: int = 1, schema_id: int | None = None) -> Snapshot:

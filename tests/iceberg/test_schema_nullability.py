@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dv_assets.mirror import read_mirror_table
+from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 from tests.helpers.delta_histories import delta_ref, fast_spark, latest_version, mirror, tblproperties
 from tests.helpers.readers import shared_duckdb

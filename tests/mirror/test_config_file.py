@@ -14,11 +14,12 @@ import pytest
 from dv_assets.components.delta_mirror import MirrorConfigError, TablesFileError, load_mirrors_file
 from dv_assets.definitions import load_definitions
 from dv_assets.defs.factory import sources_of, spark_resource_of
-from dv_assets.mirror import DEFAULT_RETENTION, CatalogConfig, MirrorInputError, MirrorSettings
 from dv_assets.mirror.cli import build_parser
 from dv_assets.mirror.cli.fleet import load_tables
 from dv_assets.mirror.config_file import ConfigFileError, load_config_file
-from dv_assets.mirror.iceberg.maintenance import Retention, retention_due
+from dv_assets.mirror.errors import MirrorInputError
+from dv_assets.mirror.iceberg.maintenance import DEFAULT_RETENTION, Retention, retention_due
+from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.table_spec import _renders_as_itself
 
 COMPONENT = "dv_assets.components.DeltaMirrorComponent"

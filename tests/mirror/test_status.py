@@ -5,7 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from dv_assets.mirror import DeltaTable, MirrorTable, Schema, Snapshot, mirror_status
+from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.iceberg.mirror_table import MirrorTable, Snapshot
+from dv_assets.mirror.iceberg.types import Schema
+from dv_assets.mirror.status import mirror_status
 from tests.helpers.delta_log import add, base_commit, remove, write_log
 
 

@@ -23,7 +23,7 @@ from dv_assets.defs.partition_events import (
 from dv_assets.defs.signatures import evaluated
 from dv_assets.defs.sources import DeltaSource
 from dv_assets.defs.table_metadata import delta_version_metadata
-from dv_assets.mirror import CommitFacts, commit_facts, operation_parameters_text
+from dv_assets.mirror.delta.facts import CommitFacts, commit_facts, operation_parameters_text
 
 
 def partition_key(version: int) -> str:

@@ -49,22 +49,12 @@ from dv_assets.defs.status_metadata import (
     merge_metadata,
 )
 from dv_assets.defs.table_metadata import iceberg_snapshot_metadata
-from dv_assets.mirror import (
-    MirrorConflictError,
-    MirrorInputError,
-    MirrorStatus,
-    MirrorTable,
-    RangeSync,
-    Snapshot,
-    VersionResult,
-    current_after,
-    masked,
-    read_back,
-    readable_versions,
-    sync_range,
-    version_ranges,
-    versions_text,
-)
+from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
+from dv_assets.mirror.iceberg.mirror_table import MirrorTable, Snapshot
+from dv_assets.mirror.range_sync import RangeSync, current_after, read_back, sync_range, versions_text
+from dv_assets.mirror.results import VersionResult
+from dv_assets.mirror.secrets import masked
+from dv_assets.mirror.status import MirrorStatus, readable_versions, version_ranges
 from resources.spark import IcebergSparkResource
 
 Event = dg.AssetMaterialization | dg.AssetObservation | dg.MaterializeResult

@@ -63,26 +63,23 @@ from pyspark.sql import SparkSession
 from dv_assets.defs.delta.assets import partition_key, version_of
 from dv_assets.defs.signatures import evaluated
 from dv_assets.defs.sources import DeltaSource
-from dv_assets.mirror import (
+from dv_assets.mirror.delta.replay import DeltaTable
+from dv_assets.mirror.dv_findings import snapshot_files_with_spark
+from dv_assets.mirror.exactness_checks import (
     CHECK_NAMES,
     METADATA_ROW_COUNT,
     ONE_DV,
     ROW_COUNT_SCAN,
-    CatalogConfig,
     CheckOutcome,
-    DeltaTable,
-    IcebergJava,
-    MirrorTable,
-    Snapshot,
-    SnapshotFiles,
     check_metadata_row_count,
     check_one_dv_per_data_file,
     check_row_count_scan,
-    expired_versions,
-    read_mirror_table,
-    read_snapshot_files,
-    snapshot_files_with_spark,
 )
+from dv_assets.mirror.iceberg.java import IcebergJava
+from dv_assets.mirror.iceberg.mirror_table import MirrorTable, Snapshot, SnapshotFiles
+from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table, read_snapshot_files
+from dv_assets.mirror.settings import CatalogConfig
+from dv_assets.mirror.status import expired_versions
 from resources.spark import IcebergSparkResource
 
 # The check names are the engine's; dv_assets.ci_checks and the benchmarks import them from here.

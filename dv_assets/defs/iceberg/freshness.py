@@ -35,13 +35,9 @@ from dagster._utils.schedules import get_latest_completed_cron_tick  # what Dags
 from dv_assets.defs.signatures import evaluated
 from dv_assets.defs.sources import DeltaSource, Freshness
 from dv_assets.defs.status_metadata import lag_metadata
-from dv_assets.mirror import (
-    MirrorInputError,
-    MirrorStatus,
-    StorageError,
-    mirror_status,
-    read_mirror_table,
-)
+from dv_assets.mirror.errors import MirrorInputError, StorageError
+from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table
+from dv_assets.mirror.status import MirrorStatus, mirror_status
 from resources.spark import IcebergSparkResource
 
 MIRROR_LAG_CHECK = "mirror_lag_within_freshness"
