@@ -19,7 +19,7 @@ next shard's, and one SHA-256 per block of VERIFY_BLOCK_BYTES of its Parquet byt
 and modification time (parts and sidecars), its other actions (protocol, metaData, ...) as it has them,
 the base names `AddCandidates(∅).repeated` finds over the whole checkpoint, and per shard where it lies,
 its rows, its first base name and the SHA-256 of its shard manifest: one entry per SHARD_BUCKETS *
-BUCKET_ROWS adds (~80 at 10 million).
+BUCKET_ROWS adds (~300 at 10 million).
 
 A restricted replay with base names K then reads the always-read shard and, of the shards K's names fall
 in, K's buckets, restores checkpoint order by ordinal and filters with `AddCandidates(K)`: every add it
@@ -88,10 +88,11 @@ FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 ADDS = "adds.parquet"  # the shards, each a Parquet file, one after another (the name every format used)
 FOLDER_PREFIX = "dvmirror-checkpoint-"
-# Rows per bucket: a lookup of K base names reads at most |K| buckets (and the always-read rows).
-BUCKET_ROWS = 2048
-# Buckets per shard: a lookup verifies the footer and shard manifest of each shard it reads (~64 row
-# groups, ~7 KiB of JSON), and the manifest holds one entry per shard.
+# Rows per bucket: a lookup of K base names reads at most |K| buckets (and the always-read rows), each
+# decoded and checked whole: most of a lookup's work is in proportion to it.
+BUCKET_ROWS = 512
+# Buckets per shard: a lookup verifies the footer and shard manifest of each shard it reads (64 row
+# groups, ~7 KiB of JSON), and the manifest holds one entry per shard (~300 at 10 million adds).
 SHARD_BUCKETS = 64
 # Rows copied into index order at a time while writing (what the build holds besides the checkpoint's adds).
 BLOCK_ROWS = 1 << 16
@@ -213,6 +214,10 @@ class Shard:
     blocks: BlockHashes
     following: str | None  # the next shard's first base name: every name of this one is below it
 
+    def bucket_following(self, bucket: int) -> str | None:
+        """The first base name after bucket `bucket`: the next bucket's, or the next shard's."""
+        return self.bucket_first[bucket + 1] if bucket + 1 < len(self.bucket_first) else self.following
+
     def groups_of(self, basenames: Iterable[str]) -> list[int]:
         """The row groups holding these raw base names (all of them in the always-read shard)."""
         if not self.bucket_first:
@@ -298,16 +303,23 @@ class CheckpointIndexes:
             return None
 
     def _admitted_adds(self, index: CheckpointIndex, candidates: AddCandidates) -> pa.StructArray | None:
+        names = sorted(candidates.basenames)
         with self._io.open_input(f"{index.folder}/{ADDS}") as handle:
             if handle.size() != index.adds_bytes:
                 raise IndexUnusable(f"its adds file has {handle.size()} bytes, not {index.adds_bytes}")
-            tables = [] if index.always is None else [_read_shard(handle, index, None, [])]
-            for shard, names in index.shards_of(candidates.basenames).items():
-                tables.append(_read_shard(handle, index, shard, names))
-        if not tables:  # no always-read adds, and no name of K in any shard
+            reads = [] if index.always is None else [_read_shard(handle, index, None, [])]
+            for shard, shard_names in index.shards_of(names).items():
+                reads.append(_read_shard(handle, index, shard, shard_names))
+        if not reads:  # no always-read adds, and no name of K in any shard
             return None
-        table = pa.concat_tables(tables)
-        _check_ordinals(index, table)
+        table = pa.concat_tables(read.table for read in reads)
+        _check_rows(index, reads, table)
+        # Only K's rows of its buckets (a few of thousands) and the always-read rows go on to the
+        # filter, which keeps exactly them: a superset of what it keeps, so the same rows.
+        always_rows = 0 if index.always is None else index.always.rows
+        in_buckets = table.slice(always_rows)
+        named = pc.is_in(in_buckets.column("basename"), value_set=pa.array(names, pa.string()))
+        table = pa.concat_tables([table.slice(0, always_rows), in_buckets.filter(named)])
         adds = table.sort_by("ordinal").column("add").combine_chunks()
         return candidates.admitted(adds) if len(adds) else adds
 
@@ -425,7 +437,8 @@ class CheckpointIndexes:
             with self._io.open_input(f"{index.folder}/{ADDS}") as handle:
                 shards: list[int | None] = [None] if index.always is not None else []
                 for shard in [*shards, *range(len(index.shards))]:
-                    _verified_parquet(handle, index, _verified_shard(handle, index, shard))
+                    verified = _verified_shard(handle, index, shard)
+                    _verified_parquet(handle, index, verified, range(len(verified.group_rows)))
         except Exception as exc:  # the index is not used: no answer depends on it
             self._reject(index.folder, exc)
             self._remove(index.folder)
@@ -604,8 +617,11 @@ def _check_shard_shape(shard: Shard, first: str | None) -> None:
         raise IndexUnusable("a shard manifest's bucket first names are not in strictly increasing order")
 
 
-def _verified_parquet(handle: pa.NativeFile, index: CheckpointIndex, shard: Shard) -> pq.ParquetFile:
-    """A shard as Parquet, read through its block hashes, its footer checked against its shard manifest."""
+def _verified_parquet(
+    handle: pa.NativeFile, index: CheckpointIndex, shard: Shard, groups: Iterable[int]
+) -> pq.ParquetFile:
+    """A shard as Parquet, read through its block hashes, its footer checked against its shard manifest
+    (the statistics of the buckets `groups` and of the bucket after each)."""
     source = pa.PythonFile(_VerifiedFile(handle, shard.entry.offset, shard.blocks), mode="r")
     parquet = pq.ParquetFile(source, page_checksum_verification=True)
     schema = parquet.schema_arrow
@@ -619,59 +635,69 @@ def _verified_parquet(handle: pa.NativeFile, index: CheckpointIndex, shard: Shar
     metadata = parquet.metadata
     if tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)) != shard.group_rows:
         raise IndexUnusable("a shard's row groups are not its shard manifest's")
-    _check_bucket_statistics(metadata, shard)
+    if shard.bucket_first:  # not the always-read shard
+        checked = {g for group in groups for g in (group, group + 1) if g < len(shard.bucket_first)}
+        _check_bucket_statistics(metadata, shard, sorted(checked))
     return parquet
 
 
-def _check_bucket_statistics(metadata: pq.FileMetaData, shard: Shard) -> None:
-    """Each bucket's base names, by the footer's statistics: the smallest its first name, the largest
-    below the next bucket's (so `groups_of` finds every name's rows in the bucket it reads)."""
-    if not shard.bucket_first:  # the always-read shard
-        return
-    nexts: list[str | None] = [*shard.bucket_first[1:], shard.following]
-    for bucket, (first, following) in enumerate(zip(shard.bucket_first, nexts, strict=True)):
+def _check_bucket_statistics(metadata: pq.FileMetaData, shard: Shard, buckets: list[int]) -> None:
+    """These buckets' base names, by the footer's statistics: the smallest its first name, the largest
+    below the next bucket's. A lookup checks the buckets it reads and the one after each: a first name
+    written wrong would send a name to the bucket before its own, whose rows could not tell."""
+    for bucket in buckets:
         column = metadata.row_group(bucket).column(_BASENAME_COLUMN)
         stats = column.statistics
         if column.path_in_schema != "basename" or stats is None or not stats.has_min_max or stats.null_count:
             raise IndexUnusable(f"its adds file has no base-name statistics for bucket {bucket}")
-        if stats.min != first or (following is not None and stats.max >= following):
+        following = shard.bucket_following(bucket)
+        if stats.min != shard.bucket_first[bucket] or (following is not None and stats.max >= following):
             raise IndexUnusable(f"bucket {bucket}'s base names are not within its manifest's bounds")
+
+
+@dataclass(frozen=True)
+class _ShardRead:
+    """What a lookup read of one shard: its row groups `groups`, all of their rows."""
+
+    shard: Shard
+    groups: list[int]
+    table: pa.Table
 
 
 def _read_shard(
     handle: pa.NativeFile, index: CheckpointIndex, number: int | None, names: list[str]
-) -> pa.Table:
-    """The rows of bucket shard `number` in the buckets of `names`, only those of `names` kept (a few of
-    thousands: a superset of what `AddCandidates` keeps, so the same rows); with None, the always-read
-    shard whole. Verified as read."""
+) -> _ShardRead:
+    """The buckets of `names` in bucket shard `number` (None: the always-read shard, whole), read through
+    its verified shard manifest and block hashes."""
     shard = _verified_shard(handle, index, number)
     groups = shard.groups_of(names)
-    table = _verified_parquet(handle, index, shard).read_row_groups(groups, use_threads=False)
-    _check_rows(shard, groups, table)
-    if number is None:
-        return table
-    return table.filter(pc.is_in(table.column("basename"), value_set=pa.array(names, pa.string())))
+    table = _verified_parquet(handle, index, shard, groups).read_row_groups(groups, use_threads=False)
+    return _ShardRead(shard, groups, table)
 
 
-def _check_rows(shard: Shard, groups: list[int], table: pa.Table) -> None:
-    """The rows read of a shard against its manifest: each base name its path's, the always-read shard's
-    rows exactly the always admitted (none of a bucket shard's), each bucket's names within its bounds."""
+def _check_rows(index: CheckpointIndex, reads: list[_ShardRead], table: pa.Table) -> None:
+    """The rows read (`table`: the reads' rows one after another) against the manifests: ordinals in range
+    and unique, each base name its path's, the always-read shard's rows exactly the always admitted, each
+    bucket's names within its bounds."""
+    _check_ordinals(index, table)
     names = table.column("basename")
     paths = pc.struct_field(table.column("add"), "path")
     if not raw_basenames(paths).cast(names.type).equals(names):
         raise IndexUnusable("its adds file's base names are not those of its paths")
+    always_rows = 0 if index.always is None else index.always.rows
     admitted = always_admitted(paths)
-    always = not shard.bucket_first
-    if (pc.all if always else pc.any)(admitted, min_count=0).as_py() != always:
+    always_ok = pc.all(admitted.slice(0, always_rows), min_count=0).as_py()
+    if not always_ok or pc.any(admitted.slice(always_rows), min_count=0).as_py():
         raise IndexUnusable("its adds file's always-read rows are not those always admitted")
-    start = 0
-    for group in groups if not always else []:
-        rows = shard.group_rows[group]
-        low, high = (v.as_py() for v in pc.min_max(names.slice(start, rows)).values())
-        following = shard.bucket_first[group + 1] if group + 1 < len(shard.bucket_first) else shard.following
-        if low != shard.bucket_first[group] or (following is not None and high >= following):
-            raise IndexUnusable(f"bucket {group}'s rows are not within its manifest's bounds")
-        start += rows
+    start = always_rows
+    for read in reads[0 if index.always is None else 1 :]:
+        for group in read.groups:
+            rows = read.shard.group_rows[group]
+            low, high = (v.as_py() for v in pc.min_max(names.slice(start, rows)).values())
+            following = read.shard.bucket_following(group)
+            if low != read.shard.bucket_first[group] or (following is not None and high >= following):
+                raise IndexUnusable(f"bucket {group}'s rows are not within its manifest's bounds")
+            start += rows
 
 
 def _check_ordinals(index: CheckpointIndex, table: pa.Table) -> None:
