@@ -1,5 +1,6 @@
 """A mirror-owned index of a Delta checkpoint, so that a run after it reads a few thousand rows of it, not
-all of them, and verifies about as much: what a run reads and checks does not grow with the checkpoint.
+all of them, and verifies about as much: of what a run reads and checks, only the manifest's one entry
+per shard grows with the checkpoint.
 
 A checkpoint is immutable. The first time a run ends with a checkpoint to continue from, the mirror writes
 an index of it into a folder it owns (`CheckpointIndexes`, under the Iceberg table's location): the
@@ -43,11 +44,12 @@ removed once a new index is written, `remove_older`); a damaged index is never a
 * what the manifests say of the adds file is cross-checked against it: the shards laid end to end over
   the whole file, their rows adding up; a shard's own first name and its next shard's against the
   manifest's (so a name is looked for in the one shard that can hold it, whichever shards are read); its
-  row counts and the add type against its footer, each bucket's first name against the footer's
-  statistics of its base names (and the next bucket's first name against their maximum), the shape of
-  its row groups (one first name per bucket, in order), and the rows read: ordinals in range and unique,
-  base names those of their paths, the always-read rows exactly those `always_admitted` admits, each
-  bucket's names within its bounds;
+  row counts and the add type against its footer, the first name of each bucket read and of the one
+  after it against the footer's statistics of its base names (and the next bucket's first name against
+  their maximum: a first name written wrong would send a name to the bucket before its own), the shape
+  of its row groups (one first name per bucket, in order), and the rows read: ordinals in range and
+  unique, base names those of their paths, the always-read rows exactly those `always_admitted` admits,
+  each bucket's names within its bounds;
 * the checkpoint's files (names, sizes, modification times: a rewritten or replaced checkpoint is another
   one), the table root and the checkpoint version must be the ones the index was made of.
 
