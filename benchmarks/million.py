@@ -144,12 +144,15 @@ def _runs_of_their_own(tmp: Path, files: int, repeats: int) -> dict:
     sync_table(spark, tables[SMALL_FILES][1], "bench.warm_up", until_version=CHECKPOINT_VERSION)
     sync_table(spark, tables[SMALL_FILES][1], "bench.warm_up")
     alone: dict[int, list[float]] = {size: [] for size in tables}
+    parts: dict[int, list[dict[str, float]]] = {size: [] for size in tables}
     for version in range(CHECKPOINT_VERSION + 1, CHECKPOINT_VERSION + 1 + repeats):
         for size, (name, root) in tables.items():
             began = time.monotonic()
             result = sync_table(spark, root, name, until_version=version)
             alone[size].append(time.monotonic() - began)
             assert result.mirrored_versions == [version], result.mirrored_versions
+            (mirrored,) = result.versions
+            parts[size].append({"dv": mirrored.dv_seconds, "commit": mirrored.commit_seconds})
     for size, (name, _root) in tables.items():
         _check_mirror(spark, name, size, expected[str(size)])
     small_rows = spark.table(f"dvmirror.{tables[SMALL_FILES][0]}").count()
@@ -158,7 +161,13 @@ def _runs_of_their_own(tmp: Path, files: int, repeats: int) -> dict:
         raise AssertionError(f"Iceberg Java counts {small_rows} rows in the small mirror, not {wanted_rows}")
     heap = spark.sparkContext.getConf().get("spark.driver.memory")
     spark.stop()
-    return {"small": alone[SMALL_FILES], "big": alone[files], "heap": heap}
+    return {
+        "small": alone[SMALL_FILES],
+        "big": alone[files],
+        "small_parts": parts[SMALL_FILES],
+        "big_parts": parts[files],
+        "heap": heap,
+    }
 
 
 def _run_child(root: Path, part: str, files: int, repeats: int, env: dict[str, str]) -> dict | str:
@@ -248,7 +257,21 @@ def million_figures(tmp: Path, files: int, repeats: int = 3) -> list[Figure | Un
         f"{small * 1000:.0f} ms at {SMALL_FILES} files ({_ms(alone['small'])}), {big * 1000:.0f} ms at "
         f"{files:,} ({_ms(alone['big'])})"
     )
+    for size, key in ((SMALL_FILES, "small"), (files, "big")):
+        print(f"    at {size:,} files: {_where_it_goes(alone[key], alone[f'{key}_parts'])}")
     return [*figures, Figure(alone_name, big / small, "x", 1.5, True)]
+
+
+def _where_it_goes(runs: list[float], parts: list[dict[str, float]]) -> str:
+    """Medians of a run's parts: the DV conversion, the Iceberg commit (Iceberg Java's transaction: the
+    new manifest list among it), and the rest (listing and replaying the log, the checkpoint index,
+    planning)."""
+    dv_ms = 1000 * statistics.median(p["dv"] for p in parts)
+    commit_ms = 1000 * statistics.median(p["commit"] for p in parts)
+    rest_ms = 1000 * statistics.median(
+        run - p["dv"] - p["commit"] for run, p in zip(runs, parts, strict=True)
+    )
+    return f"DV conversion {dv_ms:.0f} ms, Iceberg commit {commit_ms:.0f} ms, the rest {rest_ms:.0f} ms"
 
 
 def main() -> None:

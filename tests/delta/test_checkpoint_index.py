@@ -7,6 +7,7 @@ lookup reads some buckets and some blocks, not all."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
@@ -43,6 +44,7 @@ RESEAL_UNCOVERED = ("actions", "repeated", "digest")
 @pytest.fixture(autouse=True)
 def small_buckets_and_blocks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(checkpoint_index, "BUCKET_ROWS", 4)
+    monkeypatch.setattr(checkpoint_index, "SHARD_BUCKETS", 3)
     monkeypatch.setattr(checkpoint_index, "VERIFY_BLOCK_BYTES", 1024)
 
 
@@ -225,18 +227,19 @@ def test_every_manifest_field_altered_and_resealed(
 
 
 def test_the_outside_suites_cases_are_not_trusted(tmp_path: Path, index_answers: list[bool]) -> None:
-    """The reported ones: always_groups 0 -> 1, a bucket's first name, a bit of metaData.id or of a reader
-    feature; each index is found unusable before it is read, and the answer is the no-index one."""
+    """The reported ones (in this format's fields): the always-read shard's rows, a shard's first name, a
+    bit of metaData.id or of a reader feature; each index is found unusable before it is read, and the
+    answer is the no-index one."""
     root = table_of_37(tmp_path / "table", "classic")
     pristine = pristine_index(root, tmp_path / "pristine")
     expected = no_index_outcome(root)
     manifest = json.loads((pristine / checkpoint_index.MANIFEST).read_text())
-    assert manifest["always_groups"] == 1  # `a%2Db.parquet`
+    assert manifest["always"]["rows"] == 1  # `a%2Db.parquet`
     (protocol,) = [a["protocol"] for a in manifest["actions"] if "protocol" in a]
     (metadata,) = [a["metaData"] for a in manifest["actions"] if "metaData" in a]
     edits: list[Callable[[dict[str, Any]], None]] = [
-        lambda m: m.update(always_groups=m["always_groups"] + 1),
-        lambda m: m["bucket_first"].__setitem__(2, one_char_changed(m["bucket_first"][2])),
+        lambda m: m["always"].update(rows=m["always"]["rows"] + 1),
+        lambda m: m["shard_first"].__setitem__(1, one_char_changed(m["shard_first"][1])),
         lambda _m: metadata.update(id=one_char_changed(metadata["id"])),
         lambda _m: protocol["readerFeatures"].__setitem__(0, one_char_changed(protocol["readerFeatures"][0])),
     ]
@@ -253,15 +256,111 @@ def test_the_outside_suites_cases_are_not_trusted(tmp_path: Path, index_answers:
         assert index_answers == []  # never read
 
 
-def test_an_old_format_index_is_replaced(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    """An index of format version 1 (no digest) is not used, and replaced by the run's rebuild."""
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_old_format_index_is_replaced(
+    tmp_path: Path, version: int, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An index of format version 1 (no digest) or 2 (one adds file, not in shards) is not used, and
+    replaced by the run's rebuild."""
     root = table_of_37(tmp_path / "table", "classic")
     pristine = pristine_index(root, tmp_path / "index")
     manifest = json.loads((pristine / checkpoint_index.MANIFEST).read_text())
-    del manifest["digest"], manifest["adds_file"]
-    _write_manifest(pristine, json.dumps(manifest | {"format_version": 1}).encode())
+    del manifest["digest"], manifest["shards"]
+    old = manifest | {"format_version": version}
+    _write_manifest(pristine, json.dumps(old).encode() if version == 1 else checkpoint_index._sealed(old))
     with caplog.at_level(logging.WARNING, logger=checkpoint_index.__name__):
         assert_one_warning_then_rebuilt(root, tmp_path / "index", pristine, caplog)
+
+
+# --- the shard manifests --------------------------------------------------------------------------------
+
+
+def shard_parts(folder: Path) -> tuple[dict[str, Any], list[tuple[bytes, dict[str, Any]]]]:
+    """The manifest, and each shard of the adds file (the always-read one first) as its Parquet bytes and
+    its shard manifest's fields."""
+    manifest = json.loads((folder / checkpoint_index.MANIFEST).read_text())
+    data = (folder / checkpoint_index.ADDS).read_bytes()
+    parts = []
+    for entry in [manifest["always"], *manifest["shards"]]:
+        start, middle = entry["offset"], entry["offset"] + entry["parquet_bytes"]
+        parts.append((data[start:middle], json.loads(data[middle : middle + entry["manifest_bytes"]])))
+    return manifest, parts
+
+
+def write_shards(
+    folder: Path, manifest: dict[str, Any], parts: list[tuple[bytes, dict[str, Any]]], *, reseal: bool
+) -> None:
+    """The adds file of these shards; `reseal`: the manifest's entries (offsets, sizes, hashes) made its
+    own and the manifest sealed again, as a build writing these shard manifests would."""
+    contents = [(parquet, json.dumps(fields, sort_keys=True).encode()) for parquet, fields in parts]
+    (folder / checkpoint_index.ADDS).write_bytes(b"".join(p + m for p, m in contents))
+    if not reseal:
+        return
+    manifest = json.loads(json.dumps(manifest))
+    offset = 0
+    for entry, (parquet, content) in zip([manifest["always"], *manifest["shards"]], contents, strict=True):
+        entry.update(
+            offset=offset, manifest_bytes=len(content), manifest_sha256=hashlib.sha256(content).hexdigest()
+        )
+        offset += len(parquet) + len(content)
+    manifest["adds_bytes"] = offset
+    _write_manifest(folder, checkpoint_index._sealed({k: v for k, v in manifest.items() if k != "digest"}))
+
+
+def shard_manifest_cases(pristine: Path, *, reseal: bool) -> list[tuple[str, Callable[[Path], None]]]:
+    """One case per alteration of one shard manifest (resealed: the manifest's entries and digest made
+    to match it)."""
+    manifest, parts = shard_parts(pristine)
+    cases: list[tuple[str, Callable[[Path], None]]] = []
+    for number, (parquet, fields) in enumerate(parts):
+        for where, altered in alterations(fields):
+            changed = [*parts[:number], (parquet, altered), *parts[number + 1 :]]
+            cases.append(
+                (
+                    f"shard {number}{where}",
+                    lambda folder, changed=changed: write_shards(folder, manifest, changed, reseal=reseal),
+                )
+            )
+    return cases
+
+
+@pytest.mark.parametrize("reseal", [False, True])
+def test_every_shard_manifest_field_altered(
+    tmp_path: Path, reseal: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Each one-field alteration of each shard manifest, its hash in the manifest left as written (found
+    by it) or made to match (a shard written wrong, not rotted: its bounds, row groups and block hashes
+    are checked against the manifest and the Parquet bytes): the same answer, at most one warning."""
+    root = table_of_37(tmp_path / "table", "classic")
+    pristine = pristine_index(root, tmp_path / "pristine")
+    manifest, parts = shard_parts(pristine)
+    assert len(parts) == 4  # the always-read shard, then 36 adds in 9 buckets of 4, 3 a shard
+    write_shards(tmp_path, manifest, parts, reseal=False)  # the helpers write what the build wrote
+    assert (tmp_path / checkpoint_index.ADDS).read_bytes() == (pristine / checkpoint_index.ADDS).read_bytes()
+    cases = shard_manifest_cases(pristine, reseal=reseal)
+    assert len(cases) > 100
+    assert check_each(root, pristine, tmp_path / "cases", cases, caplog) == []
+
+
+def test_a_lookup_reads_only_the_shards_of_its_names(
+    tmp_path: Path, index_answers: list[bool], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What a run reads of the adds file does not grow with the checkpoint: of 637 adds in 53 shards, a
+    lookup reads the always-read shard and the shards of the names its commits touch, and answers."""
+    root = table_of_37(tmp_path / "table", "classic", more=600)
+    pristine = pristine_index(root, tmp_path / "index")
+    read_shards: list[int | None] = []
+    read_shard = checkpoint_index._read_shard
+
+    def recorded(handle, index, number, names):
+        read_shards.append(number)
+        return read_shard(handle, index, number, names)
+
+    monkeypatch.setattr(checkpoint_index, "_read_shard", recorded)
+    _manifest, parts = shard_parts(pristine)
+    assert outcome_with(root, CheckpointIndexes(str(tmp_path / "index"))) == no_index_outcome(root)
+    assert index_answers and all(index_answers)
+    assert None in read_shards and len(set(read_shards)) <= 4 < len(parts)
 
 
 # --- the adds file --------------------------------------------------------------------------------------

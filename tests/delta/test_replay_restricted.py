@@ -251,7 +251,7 @@ DAMAGES = {
     "adds file truncated": lambda folder, _log: (folder / checkpoint_index.ADDS).write_bytes(
         (folder / checkpoint_index.ADDS).read_bytes()[:-100]
     ),
-    "row groups not the manifest's": lambda folder, _log: _edit_manifest(folder, group_rows=[1, 2, 3]),
+    "shards not holding its rows": lambda folder, _log: _edit_manifest(folder, rows=3),
     "another format version": lambda folder, _log: _edit_manifest(folder, format_version=99),
     "another table's index": lambda folder, _log: _edit_manifest(folder, table_root="/elsewhere"),
     "checkpoint rewritten (new mtime)": lambda _folder, log: os.utime(

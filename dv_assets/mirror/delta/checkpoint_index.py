@@ -1,48 +1,60 @@
 """A mirror-owned index of a Delta checkpoint, so that a run after it reads a few thousand rows of it, not
-all of them.
+all of them, and verifies about as much: of what a run reads and checks, only the manifest's one entry
+per shard grows with the checkpoint.
 
 A checkpoint is immutable. The first time a run ends with a checkpoint to continue from, the mirror writes
 an index of it into a folder it owns (`CheckpointIndexes`, under the Iceberg table's location): the
 checkpoint's adds, exactly the Arrow rows a restricted replay reads of it (`DeltaLog.checkpoint_contents`:
-the columns of `read_checkpoint(stats=False)`), with their ordinal in the checkpoint, in one Parquet file
-whose row groups are
+the columns of `read_checkpoint(stats=False)`), with their ordinal in the checkpoint, in row groups that are
 
 * first the adds `AddCandidates` admits whatever it is asked (`always_admitted`: decoding may change
   their base name), read by every lookup;
 * then buckets: the other adds sorted by raw base name, cut into row groups of about BUCKET_ROWS rows,
-  never between two adds of one base name; the manifest keeps each bucket's first name.
+  never between two adds of one base name.
 
-and a manifest (JSON, written last: an index without one does not exist) holding the checkpoint's files
-with their size and modification time (parts and sidecars), its other actions (protocol, metaData, ...)
-as it has them, the row count of every row group, and the base names `AddCandidates(∅).repeated` finds
-over the whole checkpoint.
+The row groups are cut into shards, each a whole Parquet file with a small footer: the always-read groups
+one shard, then SHARD_BUCKETS buckets a shard. The adds file is the shards one after another, each
+followed by its shard manifest (JSON: its row counts, each bucket's first name, its own first name and the
+next shard's, and one SHA-256 per block of VERIFY_BLOCK_BYTES of its Parquet bytes). The index's manifest
+(JSON, written last: an index without one does not exist) holds the checkpoint's files with their size
+and modification time (parts and sidecars), its other actions (protocol, metaData, ...) as it has them,
+the base names `AddCandidates(∅).repeated` finds over the whole checkpoint, and per shard where it lies,
+its rows, its first base name and the SHA-256 of its shard manifest: one entry per SHARD_BUCKETS *
+BUCKET_ROWS adds (~300 at 10 million).
 
-A restricted replay with base names K then reads the first row groups and K's buckets, restores checkpoint
-order by ordinal and filters with `AddCandidates(K)`: every add it leaves unread is in another bucket, so
-its raw base name is not one of K and it may not change, which `AddCandidates(K)` would drop too. The
-same rows in the same order, so the same replay, changes and refusals. The names seen twice, which the
-replay reads too (a file may be listed twice), are the manifest's minus K: for a name outside K, the
-count `AddCandidates(K).repeated` takes is the one over the whole checkpoint.
+A restricted replay with base names K then reads the always-read shard and, of the shards K's names fall
+in, K's buckets, restores checkpoint order by ordinal and filters with `AddCandidates(K)`: every add it
+leaves unread is in another bucket, so its raw base name is not one of K and it may not change, which
+`AddCandidates(K)` would drop too. The same rows in the same order, so the same replay, changes and
+refusals. The names seen twice, which the replay reads too (a file may be listed twice), are the
+manifest's minus K: for a name outside K, the count `AddCandidates(K).repeated` takes is the one over the
+whole checkpoint.
 
-A cache may make a run faster, never change what it commits, so an index is verified whole before any of
-it is used, and on any doubt the run reads the checkpoint itself (one warning line; the folder is removed
-once a new index is written, `remove_older`); a damaged index is never a reason to refuse:
+A cache may make a run faster, never change what it commits, so what an index answers from is verified
+before it is used, and on any doubt the run reads the checkpoint itself (one warning line; the folder is
+removed once a new index is written, `remove_older`); a damaged index is never a reason to refuse:
 
 * the manifest holds the SHA-256 of its own canonical JSON (`digest`): a field altered by a bit is found
   before any is read (its copies of the checkpoint's protocol and metaData included: they are kept, not
   read from the checkpoint, because that would open every part of it and read every row group of its
   non-add columns, the reads the index is there to save);
-* the adds file is verified a block at a time (`AddsFile`: its size, and the SHA-256 of every block of
-  VERIFY_BLOCK_BYTES as written): the Parquet reader is handed only bytes of blocks that matched, and a
-  lookup fetches only the blocks it reads (the footer, a few row groups), not the whole file;
-* what the manifest says of the adds file is cross-checked against it: the row counts and the add type
-  against the footer, each bucket's first name against the footer's statistics of its base names (and
-  the next bucket's first name against their maximum), the shape of the row groups (always-read groups,
-  one first name per bucket, in order), and the rows read: ordinals in range and unique, base names those
-  of their paths, the always-read rows exactly those `always_admitted` admits, each bucket's names within
-  its bounds;
+* a shard is used only once its shard manifest's SHA-256 is the manifest's, and its Parquet bytes are
+  verified a block at a time (`BlockHashes`): the Parquet reader is handed only bytes of blocks that
+  matched, and a lookup fetches only the blocks it reads (a footer, a few row groups);
+* what the manifests say of the adds file is cross-checked against it: the shards laid end to end over
+  the whole file, their rows adding up; a shard's own first name and its next shard's against the
+  manifest's (so a name is looked for in the one shard that can hold it, whichever shards are read); its
+  row counts and the add type against its footer, the first name of each bucket read and of the one
+  after it against the footer's statistics of its base names (and the next bucket's first name against
+  their maximum: a first name written wrong would send a name to the bucket before its own), the shape
+  of its row groups (one first name per bucket, in order), and the rows read: ordinals in range and
+  unique, base names those of their paths, the always-read rows exactly those `always_admitted` admits,
+  each bucket's names within its bounds;
 * the checkpoint's files (names, sizes, modification times: a rewritten or replaced checkpoint is another
   one), the table root and the checkpoint version must be the ones the index was made of.
+
+A run verifies the manifest whole (O(shards)) and, of the adds file, only the shards it reads; the build
+verifies every shard's footer once, so that an index no lookup would accept is not left behind.
 """
 
 from __future__ import annotations
@@ -72,17 +84,22 @@ from dv_assets.mirror.io import FileInfo, FileIO
 
 FORMAT = "dvmirror-delta-checkpoint-index"
 # 2: the manifest's digest, the adds file's block hashes and base-name statistics (an index of version 1
-# is not used, and replaced by the run).
-FORMAT_VERSION = 2
+# is not used, and replaced by the run). 3: the adds file in shards, each with its shard manifest, so that
+# a run reads and verifies what it uses, not a footer and block list that grow with the checkpoint.
+FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
-ADDS = "adds.parquet"
+ADDS = "adds.parquet"  # the shards, each a Parquet file, one after another (the name every format used)
 FOLDER_PREFIX = "dvmirror-checkpoint-"
-# Rows per bucket: a lookup of K base names reads at most |K| buckets (and the always-read rows).
-BUCKET_ROWS = 2048
+# Rows per bucket: a lookup of K base names reads at most |K| buckets (and the always-read rows), each
+# decoded and checked whole: most of a lookup's work is in proportion to it.
+BUCKET_ROWS = 512
+# Buckets per shard: a lookup verifies the footer and shard manifest of each shard it reads (64 row
+# groups, ~7 KiB of JSON), and the manifest holds one entry per shard (~300 at 10 million adds).
+SHARD_BUCKETS = 64
 # Rows copied into index order at a time while writing (what the build holds besides the checkpoint's adds).
 BLOCK_ROWS = 1 << 16
-# Bytes per verified block of the adds file: a lookup fetches and hashes the blocks it reads, about one
-# more per row group than it needs; the manifest holds one SHA-256 per block (~270 per 64 MiB).
+# Bytes per verified block of a shard's Parquet bytes: a lookup fetches and hashes the blocks it reads,
+# about one more per row group than it needs; a shard manifest holds one SHA-256 per block.
 VERIFY_BLOCK_BYTES = 1 << 18
 # What reading an index or a checkpoint may raise besides MirrorInputError while building: no index then.
 _READ_ERRORS = (OSError, pa.ArrowException, ValueError, KeyError, TypeError)
@@ -125,26 +142,89 @@ class SourceFile:
 
 
 @dataclass(frozen=True)
-class AddsFile:
-    """The adds file as written: its size and the SHA-256 of each block of `block_bytes` (the last one
-    shorter), what every byte a lookup reads of it is verified against (`_VerifiedFile`)."""
+class BlockHashes:
+    """A shard's Parquet bytes as written: their size and the SHA-256 of each block of `block_bytes` (the
+    last one shorter), what every byte a lookup reads of them is verified against (`_VerifiedFile`)."""
 
     size: int
     block_bytes: int
     block_sha256: tuple[str, ...]
 
     @classmethod
-    def from_json(cls, value: Any) -> AddsFile:
+    def from_json(cls, value: Any) -> BlockHashes:
         if not isinstance(value, dict) or set(value) != {"size", "block_bytes", "block_sha256"}:
-            raise IndexUnusable("its manifest's adds_file is not one")
-        size, block_bytes = _int(value["size"], "adds file size"), _int(value["block_bytes"], "block size")
+            raise IndexUnusable("a shard manifest's blocks are not one")
+        size, block_bytes = _int(value["size"], "shard size"), _int(value["block_bytes"], "block size")
         hashes = _strs(value["block_sha256"], "block hashes")
         if block_bytes <= 0 or len(hashes) != math.ceil(size / block_bytes):
-            raise IndexUnusable("its manifest's block hashes do not cover its adds file")
+            raise IndexUnusable("a shard manifest's block hashes do not cover its shard")
         return cls(size, block_bytes, hashes)
 
     def to_json(self) -> dict[str, Any]:
         return {"size": self.size, "block_bytes": self.block_bytes, "block_sha256": list(self.block_sha256)}
+
+
+@dataclass(frozen=True)
+class ShardEntry:
+    """Where a shard lies in the adds file (its Parquet bytes, then its shard manifest's), its rows, and
+    the SHA-256 of its shard manifest: the manifest's entry for it."""
+
+    offset: int
+    parquet_bytes: int
+    manifest_bytes: int
+    manifest_sha256: str
+    rows: int
+
+    @classmethod
+    def from_json(cls, value: Any) -> ShardEntry:
+        fields = ("offset", "parquet_bytes", "manifest_bytes", "manifest_sha256", "rows")
+        if not isinstance(value, dict) or set(value) != set(fields):
+            raise IndexUnusable("a shard entry of its manifest is not one")
+        entry = cls(
+            _int(value["offset"], "shard offset"),
+            _int(value["parquet_bytes"], "shard size"),
+            _int(value["manifest_bytes"], "shard manifest size"),
+            _str(value["manifest_sha256"], "shard manifest hash"),
+            _int(value["rows"], "shard rows"),
+        )
+        if entry.offset < 0 or min(entry.parquet_bytes, entry.manifest_bytes, entry.rows) <= 0:
+            raise IndexUnusable("a shard entry of its manifest is empty or out of the adds file")
+        return entry
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "offset": self.offset,
+            "parquet_bytes": self.parquet_bytes,
+            "manifest_bytes": self.manifest_bytes,
+            "manifest_sha256": self.manifest_sha256,
+            "rows": self.rows,
+        }
+
+    @property
+    def end(self) -> int:
+        return self.offset + self.parquet_bytes + self.manifest_bytes
+
+
+@dataclass(frozen=True)
+class Shard:
+    """A shard as its verified shard manifest describes it: its row groups' rows, each bucket's first
+    base name (none in the always-read shard), and the hashes of its Parquet bytes."""
+
+    entry: ShardEntry
+    group_rows: tuple[int, ...]
+    bucket_first: tuple[str, ...]
+    blocks: BlockHashes
+    following: str | None  # the next shard's first base name: every name of this one is below it
+
+    def bucket_following(self, bucket: int) -> str | None:
+        """The first base name after bucket `bucket`: the next bucket's, or the next shard's."""
+        return self.bucket_first[bucket + 1] if bucket + 1 < len(self.bucket_first) else self.following
+
+    def groups_of(self, basenames: Iterable[str]) -> list[int]:
+        """The row groups holding these raw base names (all of them in the always-read shard)."""
+        if not self.bucket_first:
+            return list(range(len(self.group_rows)))
+        return sorted({bisect_right(self.bucket_first, name) - 1 for name in basenames} - {-1})
 
 
 @dataclass(frozen=True)
@@ -155,21 +235,26 @@ class CheckpointIndex:
     folder: str
     version: int
     actions: tuple[dict[str, Any], ...]  # the checkpoint's other actions, in order
-    always_groups: int  # the first row groups: the adds read by every lookup
-    bucket_first: tuple[str, ...]  # the first raw base name of each bucket (row group always_groups + i)
-    group_rows: tuple[int, ...]
+    rows: int  # the checkpoint's adds (their ordinals are 0..rows-1)
+    always: ShardEntry | None  # the shard of the adds read by every lookup
+    shards: tuple[ShardEntry, ...]  # the bucket shards, by base name
+    shard_first: tuple[str, ...]  # the first raw base name of each bucket shard
+    adds_bytes: int  # the adds file's size (0: no adds, and no adds file)
     add_type: str
     repeated: frozenset[str]
-    adds_file: AddsFile | None  # None when the checkpoint has no adds (and there is no adds file)
 
-    def groups_of(self, basenames: Iterable[str]) -> list[int]:
-        """The row groups to read for these raw base names: the always-read ones and their buckets."""
-        buckets = {bisect_right(self.bucket_first, name) - 1 for name in basenames}
-        return [*range(self.always_groups), *sorted(self.always_groups + b for b in buckets if b >= 0)]
+    def shards_of(self, basenames: Iterable[str]) -> dict[int, list[str]]:
+        """The bucket shards these raw base names fall in, each with its names (a name below the first
+        shard's first is in none: no add has it)."""
+        found: dict[int, list[str]] = {}
+        for name in sorted(basenames):
+            shard = bisect_right(self.shard_first, name) - 1
+            if shard >= 0:
+                found.setdefault(shard, []).append(name)
+        return found
 
-    @property
-    def always_rows(self) -> int:
-        return sum(self.group_rows[: self.always_groups])
+    def following(self, shard: int) -> str | None:
+        return self.shard_first[shard + 1] if shard + 1 < len(self.shard_first) else None
 
 
 class CheckpointIndexes:
@@ -209,26 +294,33 @@ class CheckpointIndexes:
         index cannot be read or does not verify (reported once: `_reject`)."""
         if index.folder in self._rejected:
             return None
-        if not index.group_rows:  # a checkpoint without adds: no adds file
+        if not index.rows:  # a checkpoint without adds: no adds file
             return list(index.actions)
         try:
             adds = self._admitted_adds(index, candidates)
-            return [*index.actions, *({"add": row} for row in add_rows(adds))]
+            rows = [] if adds is None else add_rows(adds)
+            return [*index.actions, *({"add": row} for row in rows)]
         except Exception as exc:  # whatever the doubt, the checkpoint answers instead: never a refusal
             self._reject(index.folder, exc)
             return None
 
-    def _admitted_adds(self, index: CheckpointIndex, candidates: AddCandidates) -> pa.StructArray:
-        groups = index.groups_of(candidates.basenames)
+    def _admitted_adds(self, index: CheckpointIndex, candidates: AddCandidates) -> pa.StructArray | None:
+        names = sorted(candidates.basenames)
         with self._io.open_input(f"{index.folder}/{ADDS}") as handle:
-            parquet = _verified_parquet(handle, index)
-            table = parquet.read_row_groups(groups, use_threads=False)
-        _check_rows(index, groups, table)
+            if handle.size() != index.adds_bytes:
+                raise IndexUnusable(f"its adds file has {handle.size()} bytes, not {index.adds_bytes}")
+            reads = [] if index.always is None else [_read_shard(handle, index, None, [])]
+            for shard, shard_names in index.shards_of(names).items():
+                reads.append(_read_shard(handle, index, shard, shard_names))
+        if not reads:  # no always-read adds, and no name of K in any shard
+            return None
+        table = pa.concat_tables(read.table for read in reads)
+        _check_rows(index, reads, table)
         # Only K's rows of its buckets (a few of thousands) and the always-read rows go on to the
         # filter, which keeps exactly them: a superset of what it keeps, so the same rows.
-        always_rows = index.always_rows
+        always_rows = 0 if index.always is None else index.always.rows
         in_buckets = table.slice(always_rows)
-        named = pc.is_in(in_buckets.column("basename"), value_set=pa.array(sorted(candidates.basenames)))
+        named = pc.is_in(in_buckets.column("basename"), value_set=pa.array(names, pa.string()))
         table = pa.concat_tables([table.slice(0, always_rows), in_buckets.filter(named)])
         adds = table.sort_by("ordinal").column("add").combine_chunks()
         return candidates.admitted(adds) if len(adds) else adds
@@ -314,7 +406,7 @@ class CheckpointIndexes:
             sidecars = [SourceFile.of(i) for i in self._io.stat_many(contents.files[len(parts) :])]
             folder = f"{self.root}/{FOLDER_PREFIX}{checkpoint.version:020d}-{uuid.uuid4()}"
             self._io.makedirs(folder)
-            written = _Written(0, [], [], None)
+            written = _Written(None, [], [], 0)
             if adds is not None and ordered is not None:
                 written = self._write_adds(f"{folder}/{ADDS}", adds, ordered)
             manifest = {
@@ -324,12 +416,10 @@ class CheckpointIndexes:
                 "checkpoint_version": checkpoint.version,
                 "files": [s.to_json() for s in (*parts, *sidecars)],
                 "actions": contents.actions,
-                "always_groups": written.always_groups,
-                "bucket_first": written.bucket_first,
-                "group_rows": written.group_rows,
+                "rows": 0 if adds is None else len(adds),
+                **written.to_json(),
                 "add_type": "" if adds is None else str(adds.type),
                 "repeated": [] if ordered is None else sorted(ordered.repeated),
-                "adds_file": None if written.adds_file is None else written.adds_file.to_json(),
             }
             self._io.write(f"{folder}/{MANIFEST}", _sealed(manifest))
         except (*_READ_ERRORS, MirrorInputError):
@@ -340,14 +430,17 @@ class CheckpointIndexes:
         return index if index is None or self._footer_verifies(index) else None
 
     def _footer_verifies(self, index: CheckpointIndex) -> bool:
-        """Whether a lookup will accept the adds file's footer (a bucket's statistics may be missing, for
-        a base name of over 4 KiB): checked once here, so that an index that would never be used is not
-        left to be found, doubted and rebuilt by every run."""
-        if index.adds_file is None:
+        """Whether a lookup will accept every shard's shard manifest and footer (a bucket's statistics may
+        be missing, for a base name of over 4 KiB): checked once here, so that an index that would never
+        be used is not left to be found, doubted and rebuilt by every run."""
+        if not index.rows:
             return True
         try:
             with self._io.open_input(f"{index.folder}/{ADDS}") as handle:
-                _verified_parquet(handle, index)
+                shards: list[int | None] = [None] if index.always is not None else []
+                for shard in [*shards, *range(len(index.shards))]:
+                    verified = _verified_shard(handle, index, shard)
+                    _verified_parquet(handle, index, verified, range(len(verified.group_rows)))
         except Exception as exc:  # the index is not used: no answer depends on it
             self._reject(index.folder, exc)
             self._remove(index.folder)
@@ -355,23 +448,21 @@ class CheckpointIndexes:
         return True
 
     def _write_adds(self, location: str, adds: pa.ChunkedArray, ordered: _Ordered) -> _Written:
-        """The adds file, hashed a block at a time as it is written (what is verified is what was meant to
-        be stored, not what storage gives back)."""
+        """The adds file: the always-read shard, then the bucket shards, each hashed a block at a time as
+        it is written (what is verified is what was meant to be stored, not what storage gives back)."""
         always = ordered.always
         groups = [(i, min(i + BUCKET_ROWS, always)) for i in range(0, always, BUCKET_ROWS)]
         buckets = [(always + a, always + b) for a, b in _bucket_bounds(ordered.names.slice(always))]
-        schema = pa.schema([("ordinal", pa.int64()), ("basename", pa.string()), ("add", adds.type)])
-        # Statistics of the base names only: what checks each bucket's first name against the file, in a
-        # small footer (nothing reads the others). Page checksums: a page of the file that rotted is
-        # refused on reading, never read as other rows.
-        options = {"write_statistics": ["basename"], "write_page_checksum": True}
+        shards = [buckets[i : i + SHARD_BUCKETS] for i in range(0, len(buckets), SHARD_BUCKETS)]
+        shard_first = [ordered.names[shard[0][0]].as_py() for shard in shards]
+        entries: list[ShardEntry] = []
         with self._io.open_output(location) as out:
-            sink = _HashingSink(out, VERIFY_BLOCK_BYTES)
-            with pq.ParquetWriter(sink, schema, **options) as writer:
-                _write_groups(writer, adds, ordered, [*groups, *buckets])
-        rows = [end - start for start, end in [*groups, *buckets]]
-        bucket_first = [ordered.names[start].as_py() for start, _end in buckets]
-        return _Written(len(groups), rows, bucket_first, sink.adds_file())
+            writer = _ShardWriter(out, adds, ordered)
+            always_entry = writer.write(groups, None, None) if groups else None
+            for number, shard in enumerate(shards):
+                following = shard_first[number + 1] if number + 1 < len(shards) else None
+                entries.append(writer.write(shard, shard_first[number], following))
+        return _Written(always_entry, entries, shard_first, writer.position)
 
     def remove_older(self, version: int) -> None:
         """Delete this folder's indexes of checkpoints before `version`, and those found unusable by this
@@ -393,13 +484,21 @@ class CheckpointIndexes:
 
 @dataclass(frozen=True)
 class _Written:
-    """What `_write_adds` wrote: the always-read row groups, rows per row group, each bucket's first base
-    name, and the adds file's hashes (None: no adds file)."""
+    """What `_write_adds` wrote: the always-read shard (None: no always-read adds), the bucket shards and
+    their first base names, and the adds file's size (0: no adds file)."""
 
-    always_groups: int
-    group_rows: list[int]
-    bucket_first: list[str]
-    adds_file: AddsFile | None
+    always: ShardEntry | None
+    shards: list[ShardEntry]
+    shard_first: list[str]
+    adds_bytes: int
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "always": None if self.always is None else self.always.to_json(),
+            "shards": [entry.to_json() for entry in self.shards],
+            "shard_first": self.shard_first,
+            "adds_bytes": self.adds_bytes,
+        }
 
 
 # --- verifying ------------------------------------------------------------------------------------------
@@ -438,42 +537,94 @@ def _index_of(folder: str, version: int, manifest: Mapping[str, Any]) -> Checkpo
     repeated = _strs(manifest.get("repeated"), "repeated base names")
     if list(repeated) != sorted(set(repeated)):
         raise IndexUnusable("its manifest's repeated base names are not sorted and distinct")
-    adds_file = manifest.get("adds_file")
+    always = manifest.get("always")
     index = CheckpointIndex(
         folder=folder,
         version=version,
         actions=tuple(actions),
-        always_groups=_int(manifest.get("always_groups"), "always_groups"),
-        bucket_first=_strs(manifest.get("bucket_first"), "bucket first names"),
-        group_rows=tuple(_int(rows, "row count") for rows in _list(manifest.get("group_rows"), "group_rows")),
+        rows=_int(manifest.get("rows"), "rows"),
+        always=None if always is None else ShardEntry.from_json(always),
+        shards=tuple(ShardEntry.from_json(entry) for entry in _list(manifest.get("shards"), "shards")),
+        shard_first=_strs(manifest.get("shard_first"), "shard first names"),
+        adds_bytes=_int(manifest.get("adds_bytes"), "adds file size"),
         add_type=_str(manifest.get("add_type"), "add type"),
         repeated=frozenset(repeated),
-        adds_file=None if adds_file is None else AddsFile.from_json(adds_file),
     )
     _check_shape(index)
     return index
 
 
 def _check_shape(index: CheckpointIndex) -> None:
-    """The row groups as the build cuts them: the always-read ones, then one bucket per first name, in
-    strictly increasing order (a base name is never cut between two), none empty; an adds file (and an
-    add type) exactly when there are rows."""
-    groups = len(index.group_rows)
-    if not 0 <= index.always_groups <= groups or len(index.bucket_first) != groups - index.always_groups:
-        raise IndexUnusable("its manifest's row groups are not its always-read groups and buckets")
-    if any(rows <= 0 for rows in index.group_rows):
-        raise IndexUnusable("its manifest has an empty row group")
-    if any(a >= b for a, b in pairwise(index.bucket_first)):
-        raise IndexUnusable("its manifest's bucket first names are not in strictly increasing order")
-    if (index.adds_file is None) != (groups == 0) or (index.add_type == "") != (groups == 0):
-        raise IndexUnusable("its manifest's adds file does not match its row groups")
+    """The shards as the build lays them out: the always-read one (if any) then the bucket shards, end to
+    end from the adds file's first byte to its last, their rows adding up to the checkpoint's adds; one
+    first name per bucket shard, in strictly increasing order (a base name is never cut between two); an
+    adds file (and an add type) exactly when there are rows."""
+    entries = [*([] if index.always is None else [index.always]), *index.shards]
+    if len(index.shard_first) != len(index.shards):
+        raise IndexUnusable("its manifest's shards and their first names do not match")
+    if any(a >= b for a, b in pairwise(index.shard_first)):
+        raise IndexUnusable("its manifest's shard first names are not in strictly increasing order")
+    starts = [0, *(entry.end for entry in entries)]
+    if [entry.offset for entry in entries] != starts[:-1] or starts[-1] != index.adds_bytes:
+        raise IndexUnusable("its manifest's shards do not lie end to end over its adds file")
+    if sum(entry.rows for entry in entries) != index.rows or index.rows < 0:
+        raise IndexUnusable("its manifest's shards do not hold its rows")
+    if (index.adds_bytes == 0) != (index.rows == 0) or (index.add_type == "") != (index.rows == 0):
+        raise IndexUnusable("its manifest's adds file does not match its rows")
 
 
-def _verified_parquet(handle: pa.NativeFile, index: CheckpointIndex) -> pq.ParquetFile:
-    """The adds file as Parquet, read through its block hashes, its footer checked against the manifest."""
-    if index.adds_file is None:
-        raise IndexUnusable("its manifest has no adds file")
-    source = pa.PythonFile(_VerifiedFile(handle, index.adds_file), mode="r")
+def _verified_shard(handle: pa.NativeFile, index: CheckpointIndex, number: int | None) -> Shard:
+    """Bucket shard `number` (None: the always-read shard) as its shard manifest describes it, once that
+    manifest's SHA-256 is the index manifest's and its bounds are the index manifest's."""
+    entry = index.always if number is None else index.shards[number]
+    assert entry is not None
+    content = handle.read_at(entry.manifest_bytes, entry.offset + entry.parquet_bytes)
+    if hashlib.sha256(content).hexdigest() != entry.manifest_sha256:
+        raise IndexUnusable(f"the shard manifest at byte {entry.offset} is not the one written")
+    fields = json.loads(content)
+    if not isinstance(fields, dict) or set(fields) != {"group_rows", "bucket_first", "bounds", "blocks"}:
+        raise IndexUnusable("a shard manifest is not one")
+    bounds = _list(fields["bounds"], "shard bounds")
+    expected = [None, None] if number is None else [index.shard_first[number], index.following(number)]
+    if bounds != expected:
+        raise IndexUnusable("a shard's bounds are not the ones its manifest looks it up by")
+    shard = Shard(
+        entry=entry,
+        group_rows=tuple(_int(rows, "row count") for rows in _list(fields["group_rows"], "group_rows")),
+        bucket_first=_strs(fields["bucket_first"], "bucket first names"),
+        blocks=BlockHashes.from_json(fields["blocks"]),
+        following=expected[1],
+    )
+    _check_shard_shape(shard, None if number is None else index.shard_first[number])
+    return shard
+
+
+def _check_shard_shape(shard: Shard, first: str | None) -> None:
+    """A shard's row groups as the build cuts them: all its rows, none empty; a bucket shard's one first
+    name per group, the first its own, in strictly increasing order below the next shard's."""
+    if shard.blocks.size != shard.entry.parquet_bytes:
+        raise IndexUnusable("a shard manifest's blocks do not cover its shard")
+    if any(rows <= 0 for rows in shard.group_rows) or sum(shard.group_rows) != shard.entry.rows:
+        raise IndexUnusable("a shard manifest's row groups do not hold its rows")
+    names = shard.bucket_first
+    if first is None:
+        if names:
+            raise IndexUnusable("the always-read shard's manifest names buckets")
+        return
+    if len(names) != len(shard.group_rows) or names[0] != first:
+        raise IndexUnusable("a shard manifest's buckets are not its row groups from its first name")
+    if any(a >= b for a, b in pairwise(names)) or (
+        shard.following is not None and names[-1] >= shard.following
+    ):
+        raise IndexUnusable("a shard manifest's bucket first names are not in strictly increasing order")
+
+
+def _verified_parquet(
+    handle: pa.NativeFile, index: CheckpointIndex, shard: Shard, groups: Iterable[int]
+) -> pq.ParquetFile:
+    """A shard as Parquet, read through its block hashes, its footer checked against its shard manifest
+    (the statistics of the buckets `groups` and of the bucket after each)."""
+    source = pa.PythonFile(_VerifiedFile(handle, shard.entry.offset, shard.blocks), mode="r")
     parquet = pq.ParquetFile(source, page_checksum_verification=True)
     schema = parquet.schema_arrow
     if (
@@ -484,65 +635,95 @@ def _verified_parquet(handle: pa.NativeFile, index: CheckpointIndex) -> pq.Parqu
     ):
         raise IndexUnusable("its adds file's columns are not the manifest's")
     metadata = parquet.metadata
-    if tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)) != index.group_rows:
-        raise IndexUnusable("its adds file's row groups are not the manifest's")
-    _check_bucket_statistics(metadata, index)
+    if tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)) != shard.group_rows:
+        raise IndexUnusable("a shard's row groups are not its shard manifest's")
+    if shard.bucket_first:  # not the always-read shard
+        checked = {g for group in groups for g in (group, group + 1) if g < len(shard.bucket_first)}
+        _check_bucket_statistics(metadata, shard, sorted(checked))
     return parquet
 
 
-def _check_bucket_statistics(metadata: pq.FileMetaData, index: CheckpointIndex) -> None:
-    """Each bucket's base names, by the footer's statistics: the smallest its first name, the largest
-    below the next bucket's (so `groups_of` finds every name's rows in the bucket it reads)."""
-    nexts: list[str | None] = [*index.bucket_first[1:], None]
-    for bucket, (first, following) in enumerate(zip(index.bucket_first, nexts, strict=False)):
-        column = metadata.row_group(index.always_groups + bucket).column(_BASENAME_COLUMN)
+def _check_bucket_statistics(metadata: pq.FileMetaData, shard: Shard, buckets: list[int]) -> None:
+    """These buckets' base names, by the footer's statistics: the smallest its first name, the largest
+    below the next bucket's. A lookup checks the buckets it reads and the one after each: a first name
+    written wrong would send a name to the bucket before its own, whose rows could not tell."""
+    for bucket in buckets:
+        column = metadata.row_group(bucket).column(_BASENAME_COLUMN)
         stats = column.statistics
         if column.path_in_schema != "basename" or stats is None or not stats.has_min_max or stats.null_count:
             raise IndexUnusable(f"its adds file has no base-name statistics for bucket {bucket}")
-        if stats.min != first or (following is not None and stats.max >= following):
+        following = shard.bucket_following(bucket)
+        if stats.min != shard.bucket_first[bucket] or (following is not None and stats.max >= following):
             raise IndexUnusable(f"bucket {bucket}'s base names are not within its manifest's bounds")
 
 
-def _check_rows(index: CheckpointIndex, groups: list[int], table: pa.Table) -> None:
-    """The rows read against the manifest: ordinals in range and unique, each base name its path's, the
-    always-read rows exactly the always admitted, each bucket's names within its bounds."""
-    ordinals = table.column("ordinal")
-    if len(table):
-        low, high = pc.min_max(ordinals).values()
-        if ordinals.null_count or low.as_py() < 0 or high.as_py() >= sum(index.group_rows):
-            raise IndexUnusable("its adds file's ordinals are out of range")
-        if pc.count_distinct(ordinals).as_py() != len(table):
-            raise IndexUnusable("its adds file lists an ordinal twice")
+@dataclass(frozen=True)
+class _ShardRead:
+    """What a lookup read of one shard: its row groups `groups`, all of their rows."""
+
+    shard: Shard
+    groups: list[int]
+    table: pa.Table
+
+
+def _read_shard(
+    handle: pa.NativeFile, index: CheckpointIndex, number: int | None, names: list[str]
+) -> _ShardRead:
+    """The buckets of `names` in bucket shard `number` (None: the always-read shard, whole), read through
+    its verified shard manifest and block hashes."""
+    shard = _verified_shard(handle, index, number)
+    groups = shard.groups_of(names)
+    table = _verified_parquet(handle, index, shard, groups).read_row_groups(groups, use_threads=False)
+    return _ShardRead(shard, groups, table)
+
+
+def _check_rows(index: CheckpointIndex, reads: list[_ShardRead], table: pa.Table) -> None:
+    """The rows read (`table`: the reads' rows one after another) against the manifests: ordinals in range
+    and unique, each base name its path's, the always-read shard's rows exactly the always admitted, each
+    bucket's names within its bounds."""
+    _check_ordinals(index, table)
     names = table.column("basename")
     paths = pc.struct_field(table.column("add"), "path")
     if not raw_basenames(paths).cast(names.type).equals(names):
         raise IndexUnusable("its adds file's base names are not those of its paths")
-    always_rows = index.always_rows
+    always_rows = 0 if index.always is None else index.always.rows
     admitted = always_admitted(paths)
     always_ok = pc.all(admitted.slice(0, always_rows), min_count=0).as_py()
     if not always_ok or pc.any(admitted.slice(always_rows), min_count=0).as_py():
         raise IndexUnusable("its adds file's always-read rows are not those always admitted")
     start = always_rows
-    for group in groups[index.always_groups :]:
-        rows = index.group_rows[group]
-        bucket = group - index.always_groups
-        low, high = (v.as_py() for v in pc.min_max(names.slice(start, rows)).values())
-        following = index.bucket_first[bucket + 1] if bucket + 1 < len(index.bucket_first) else None
-        if low != index.bucket_first[bucket] or (following is not None and high >= following):
-            raise IndexUnusable(f"bucket {bucket}'s rows are not within its manifest's bounds")
-        start += rows
+    for read in reads[0 if index.always is None else 1 :]:
+        for group in read.groups:
+            rows = read.shard.group_rows[group]
+            low, high = (v.as_py() for v in pc.min_max(names.slice(start, rows)).values())
+            following = read.shard.bucket_following(group)
+            if low != read.shard.bucket_first[group] or (following is not None and high >= following):
+                raise IndexUnusable(f"bucket {group}'s rows are not within its manifest's bounds")
+            start += rows
+
+
+def _check_ordinals(index: CheckpointIndex, table: pa.Table) -> None:
+    """The ordinals of the rows read: in range and unique (each add of the checkpoint once)."""
+    ordinals = table.column("ordinal")
+    if not len(table):
+        return
+    low, high = pc.min_max(ordinals).values()
+    if ordinals.null_count or low.as_py() < 0 or high.as_py() >= index.rows:
+        raise IndexUnusable("its adds file's ordinals are out of range")
+    if pc.count_distinct(ordinals).as_py() != len(table):
+        raise IndexUnusable("its adds file lists an ordinal twice")
 
 
 class _VerifiedFile:
-    """The adds file as the Parquet reader reads it (`read`, `seek`, `tell`), every byte handed out from a
-    block whose SHA-256 is the manifest's: a block that differs raises before any of it is used. Only the
-    blocks read are fetched, consecutive missing ones in one read."""
+    """A shard's Parquet bytes (those at `offset` of the adds file) as the Parquet reader reads them
+    (`read`, `seek`, `tell`), every byte handed out from a block whose SHA-256 is its shard manifest's: a
+    block that differs raises before any of it is used. Only the blocks read are fetched, consecutive
+    missing ones in one read."""
 
-    def __init__(self, handle: pa.NativeFile, adds_file: AddsFile) -> None:
-        if handle.size() != adds_file.size:
-            raise IndexUnusable(f"its adds file has {handle.size()} bytes, not {adds_file.size}")
+    def __init__(self, handle: pa.NativeFile, offset: int, blocks: BlockHashes) -> None:
         self._handle = handle
-        self._file = adds_file
+        self._offset = offset
+        self._file = blocks
         self._blocks: dict[int, bytes] = {}
         self._position = 0
         self.closed = False
@@ -565,11 +746,15 @@ class _VerifiedFile:
             return
         width = self._file.block_bytes
         low, high = missing[0], missing[-1]
-        span = self._handle.read_at(min((high + 1) * width, self._file.size) - low * width, low * width)
+        span = self._handle.read_at(
+            min((high + 1) * width, self._file.size) - low * width, self._offset + low * width
+        )
         for block in range(low, high + 1):
             data = span[(block - low) * width : (block - low + 1) * width]
             if hashlib.sha256(data).hexdigest() != self._file.block_sha256[block]:
-                raise IndexUnusable(f"block {block} of its adds file is not the one written")
+                raise IndexUnusable(
+                    f"block {block} of the shard at byte {self._offset} is not the one written"
+                )
             self._blocks[block] = bytes(data)
 
     def seek(self, offset: int, whence: int = 0) -> int:
@@ -592,7 +777,7 @@ class _VerifiedFile:
 
 class _HashingSink:
     """An output stream that hashes what goes through it a block of `block_bytes` at a time (the
-    `AddsFile` of what was written)."""
+    `BlockHashes` of what was written)."""
 
     def __init__(self, out: pa.NativeFile, block_bytes: int) -> None:
         self._out = out
@@ -618,9 +803,9 @@ class _HashingSink:
         self._size += len(view)
         return len(view)
 
-    def adds_file(self) -> AddsFile:
+    def blocks(self) -> BlockHashes:
         last = [self._hasher.hexdigest()] if self._filled else []
-        return AddsFile(self._size, self._block_bytes, (*self._hashes, *last))
+        return BlockHashes(self._size, self._block_bytes, (*self._hashes, *last))
 
     def tell(self) -> int:
         return self._size
@@ -658,6 +843,44 @@ def _strs(value: Any, what: str) -> tuple[str, ...]:
 
 
 # --- writing --------------------------------------------------------------------------------------------
+
+
+class _ShardWriter:
+    """Writes shards one after another into the adds file: each one's Parquet bytes (hashed as written),
+    then its shard manifest; `position` is where the next one starts."""
+
+    def __init__(self, out: pa.NativeFile, adds: pa.ChunkedArray, ordered: _Ordered) -> None:
+        self._out = out
+        self._adds = adds
+        self._ordered = ordered
+        self._schema = pa.schema([("ordinal", pa.int64()), ("basename", pa.string()), ("add", adds.type)])
+        self.position = 0
+
+    def write(self, groups: list[tuple[int, int]], first: str | None, following: str | None) -> ShardEntry:
+        """The shard of row groups [start, end) of the adds in index order: a bucket shard has its first
+        base name and the next shard's (`first` None: the always-read shard, no buckets)."""
+        # Statistics of the base names only: what checks each bucket's first name against the file, in a
+        # small footer (nothing reads the others). Page checksums: a page of the file that rotted is
+        # refused on reading, never read as other rows.
+        options = {"write_statistics": ["basename"], "write_page_checksum": True}
+        sink = _HashingSink(self._out, VERIFY_BLOCK_BYTES)
+        with pq.ParquetWriter(sink, self._schema, **options) as writer:
+            _write_groups(writer, self._adds, self._ordered, groups)
+        names = self._ordered.names
+        manifest = {
+            "group_rows": [end - start for start, end in groups],
+            "bucket_first": [] if first is None else [names[start].as_py() for start, _end in groups],
+            "bounds": [first, following],
+            "blocks": sink.blocks().to_json(),
+        }
+        content = json.dumps(manifest, sort_keys=True).encode()
+        self._out.write(content)
+        rows = sum(manifest["group_rows"])
+        entry = ShardEntry(
+            self.position, sink.tell(), len(content), hashlib.sha256(content).hexdigest(), rows
+        )
+        self.position = entry.end
+        return entry
 
 
 def _write_groups(
