@@ -14,7 +14,7 @@ from dv_assets.mirror.iceberg.name_mapping import NameMapping, merged, of_delta_
 from dv_assets.mirror.iceberg.schema import NESTED_ID_BASE, highest_field_id, to_iceberg_schema
 from dv_assets.mirror.iceberg.types import Schema as IcebergSchema
 from tests.helpers.schemas import field, mapped, struct
-from tests.test_iceberg_schema import NESTED
+from tests.iceberg.test_schema import NESTED
 
 
 def test_merged_name_mapping_keeps_every_id_and_name_of_the_history() -> None:
