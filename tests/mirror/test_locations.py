@@ -163,16 +163,16 @@ def test_readers_keep_two_spellings_apart_only_where_both_do(path: str, other: s
 
 
 def test_a_mirror_is_known_by_its_delta_location_in_any_spelling() -> None:
-    """`identity.check_mirrors` compares the Delta location the mirror recorded through `same_location`:
+    """`identity.check_is_mirror_of` compares the Delta location the mirror recorded through `same_location`:
     Hadoop's s3a:// and Iceberg's s3:// name the same table; another folder is refused by name."""
     from dv_assets.mirror.iceberg.mirror_table import DELTA_TABLE_PROPERTY, MirrorTable
     from dv_assets.mirror.iceberg.types import Schema
-    from dv_assets.mirror.identity import check_mirrors
+    from dv_assets.mirror.identity import check_is_mirror_of
 
     def recorded(delta: str) -> MirrorTable:
         return MirrorTable("ns.t", "s3://wh/ns/t", 3, {DELTA_TABLE_PROPERTY: delta}, Schema(), None, ())
 
-    check_mirrors(recorded("s3a://lake/t"), "s3://lake/t", 3)
-    check_mirrors(recorded("s3://lake/t"), "s3://lake/t", None)
+    check_is_mirror_of(recorded("s3a://lake/t"), "s3://lake/t", 3)
+    check_is_mirror_of(recorded("s3://lake/t"), "s3://lake/t", None)
     with pytest.raises(MirrorInputError, match=r"mirrors s3://lake/other, not this table"):
-        check_mirrors(recorded("s3://lake/other"), "s3://lake/t", 3)
+        check_is_mirror_of(recorded("s3://lake/other"), "s3://lake/t", 3)
