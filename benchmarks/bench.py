@@ -60,7 +60,7 @@ from pyspark.sql import SparkSession
 from benchmarks.cluster import cluster_figures
 from benchmarks.dagster_run import dagster_run_figures
 from benchmarks.driver_memory import peaks, reset_peaks
-from benchmarks.figures import Figure, Unmeasured
+from benchmarks.figures import Figure, Unmeasured, print_figures
 from benchmarks.fleet import fleet_figures
 from benchmarks.fleet_dagster import dagster_fleet_figures
 from benchmarks.freshness import freshness_figures
@@ -473,9 +473,7 @@ def main() -> None:
                 "soak": lambda: soak_figures(tmp, minutes=args.soak_minutes),
             }
             figures = run_alone[args.only]()
-            print()
-            for figure in figures:
-                print(figure.line())
+            print_figures(figures)
             return
         settings = MirrorSettings.resolve(catalog=CatalogConfig.under(tmp / "iceberg"))
         spark = get_or_create_spark(settings)
@@ -511,9 +509,7 @@ def main() -> None:
             figures += million_figures(tmp, args.million_files, args.repeats)
         if args.only == "ten-million":  # issue 35's 10,000,000 files: about an hour, never with the rest
             figures += million_figures(tmp, TEN_MILLION, args.repeats)
-        print()
-        for figure in figures:
-            print(figure.line())
+        print_figures(figures)
         spark.stop()
 
 

@@ -54,7 +54,8 @@ from pyroaring import BitMap64
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: testkit, tests.helpers
 
 from benchmarks.driver_memory import peaks, reset_peaks
-from benchmarks.figures import Figure, Unmeasured
+from benchmarks.figures import Figure, Unmeasured, print_figures
+from benchmarks.million import current_summary
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
 from dv_assets.mirror.sync import sync_table
@@ -98,19 +99,10 @@ def build(root: Path, files: int, dvs: int, rows: int) -> tuple[int, int]:
     return table.version, dv_bytes
 
 
-def _summary(spark, table: str) -> dict[str, str]:
-    """The Iceberg table's current snapshot summary, through Iceberg Java."""
-    (row,) = spark.sql(
-        f"SELECT s.summary FROM dvmirror.{table}.snapshots s JOIN dvmirror.{table}.history h "
-        "ON s.snapshot_id = h.snapshot_id WHERE h.is_current_ancestor ORDER BY s.committed_at DESC LIMIT 1"
-    ).collect()
-    return dict(row["summary"])
-
-
 def _check_mirror(spark, table: str, files: int, dvs: int, rows: int) -> None:
     """The current snapshot holds every data file, row and deleted row the builder wrote (its summary's
     totals: a count through Iceberg Java would open every file)."""
-    summary = _summary(spark, table)
+    summary = current_summary(spark, table)
     wanted = {
         "total-data-files": files,
         "total-records": files * rows,
@@ -317,9 +309,7 @@ def main() -> None:
         figures = cluster_figures(
             Path(name), args.files, args.dvs, args.rows_per_file, args.heap, args.repeats
         )
-        print()
-        for figure in figures:
-            print(figure.line())
+        print_figures(figures)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import shutil
 import sys
 from pathlib import Path
 
-from benchmarks.figures import Figure, Unmeasured
+from benchmarks.figures import Figure, Unmeasured, print_figures
 from dv_assets.defs.delta.assets import partition_key
 from dv_assets.defs.sensors import mirror_range_request
 from dv_assets.defs.sources import DeltaSource
@@ -81,5 +81,4 @@ if __name__ == "__main__":
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="dvmirror-dagster-run-") as name:
-        for figure in dagster_run_figures(Path(name)):
-            print(figure.line())
+        print_figures(dagster_run_figures(Path(name)), blank_line=False)

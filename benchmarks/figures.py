@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 NAME_WIDTH = 62
@@ -41,3 +42,11 @@ class Unmeasured:
 
     def line(self) -> str:
         return f"{self.name:<{NAME_WIDTH}} not measured: {self.reason}"
+
+
+def print_figures(figures: Iterable[Figure | Unmeasured], *, blank_line: bool = True) -> None:
+    """Each figure on its line, after a blank line that ends the bench's own progress output."""
+    if blank_line:
+        print()
+    for figure in figures:
+        print(figure.line())

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import dagster as dg
 
-from benchmarks.figures import Figure, Unmeasured
+from benchmarks.figures import Figure, Unmeasured, print_figures
 from benchmarks.fleet import build, sync_tables
 from dv_assets.definitions import load_definitions
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
@@ -247,5 +247,4 @@ if __name__ == "__main__":
         found = dagster_fleet_figures(
             Path(name), tuple(args.sizes), mirrored=args.mirrored, daemon_seconds=args.daemon_seconds
         )
-        for figure in found:
-            print(figure.line())
+        print_figures(found, blank_line=False)

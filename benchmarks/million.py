@@ -33,7 +33,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: testkit, tests.helpers
 
 from benchmarks.driver_memory import peaks, reset_peaks
-from benchmarks.figures import Figure, Unmeasured
+from benchmarks.figures import Figure, Unmeasured, print_figures
 from benchmarks.fleet import PeakRss
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.spark import get_or_create_spark
@@ -85,7 +85,7 @@ def check_with_delta_rs(root: Path, files: int, version: int, deleted: dict[str,
         raise AssertionError(f"delta-rs reads other deleted rows per file at version {version} of {root}")
 
 
-def _summary(spark, table: str) -> dict[str, str]:
+def current_summary(spark, table: str) -> dict[str, str]:
     """The Iceberg table's current snapshot summary, through Iceberg Java."""
     (row,) = spark.sql(
         f"SELECT s.summary FROM dvmirror.{table}.snapshots s JOIN dvmirror.{table}.history h "
@@ -97,7 +97,7 @@ def _summary(spark, table: str) -> dict[str, str]:
 def _check_mirror(spark, table: str, files: int, deleted: dict[str, int]) -> None:
     """The mirror's current snapshot holds every data file, every row and every deleted row (the
     summary's totals: a count through Iceberg Java would open a million files)."""
-    summary = _summary(spark, table)
+    summary = current_summary(spark, table)
     wanted = {
         "total-data-files": files,
         "total-records": files * ROWS_PER_FILE,
@@ -289,9 +289,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory(prefix="dvmirror-million-") as name:
         figures = million_figures(Path(name), args.files, args.repeats)
-        print()
-        for figure in figures:
-            print(figure.line())
+        print_figures(figures)
 
 
 if __name__ == "__main__":

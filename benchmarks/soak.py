@@ -30,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository: testkit, tests.helpers
 
-from benchmarks.figures import Figure, Unmeasured
+from benchmarks.figures import Figure, Unmeasured, print_figures
 from benchmarks.fleet import DATA_FILE, build, sync_tables, tree_rss
 from dv_assets.mirror.settings import CatalogConfig
 from testkit.synthetic import add, info, write_commit
@@ -227,9 +227,7 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="dvmirror-soak-") as name:
         figures = soak_figures(Path(name), args.tables, args.minutes)
-        print()
-        for figure in figures:
-            print(figure.line())
+        print_figures(figures)
 
 
 if __name__ == "__main__":

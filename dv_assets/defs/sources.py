@@ -24,11 +24,11 @@ from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.locations import TableLocation
 from dv_assets.mirror.settings import ICEBERG_CATALOG_NAME
 from dv_assets.mirror.table_spec import (
+    FormatVersion,
     FreshnessSpec,
+    IcebergTableName,
+    TableName,
     TableSpec,
-    check_format_version,
-    check_iceberg_table,
-    check_name,
 )
 
 TABLE_TAG = "dvmirror/table"
@@ -88,10 +88,10 @@ class DeltaSource(BaseModel):
     """One Delta table to mirror, as the platform takes it: the engine's `TableSpec` (`of`) with the
     Dagster names derived from it and Dagster's rules for its cron and freshness policy."""
 
-    name: str
+    name: TableName
     delta_path: str
-    iceberg_table: str
-    format_version: int = 3
+    iceberg_table: IcebergTableName
+    format_version: FormatVersion = 3
     retention: Retention = Field(default_factory=lambda: DEFAULT_RETENTION.model_copy())
     # Folders outside the Delta table whose files its log may name (shallow clones, `p` DVs).
     allowed_roots: list[str] = Field(default_factory=list)
@@ -138,27 +138,12 @@ class DeltaSource(BaseModel):
             self.location, enforce_protocol=enforce_protocol, io=FileIO(self.storage_properties)
         )
 
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return check_name(value)
-
-    @field_validator("iceberg_table")
-    @classmethod
-    def _table(cls, value: str) -> str:
-        return check_iceberg_table(value)
-
     @field_validator("cleanup_cron")
     @classmethod
     def _cron(cls, value: str | None) -> str | None:
         if value is not None and not is_valid_cron_string(value):
             raise ValueError(f"cleanup_cron must be a cron string, got {value!r}")
         return value
-
-    @field_validator("format_version")
-    @classmethod
-    def _format(cls, value: int) -> int:
-        return check_format_version(value)
 
     # -- names derived from the source -------------------------------------------------------------
     @property

@@ -31,14 +31,14 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, get_args
+from typing import Annotated, Any, Protocol, get_args
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
     ValidationError,
-    field_validator,
     model_validator,
 )
 
@@ -80,6 +80,12 @@ def check_format_version(value: int) -> int:
     if value not in (2, 3):
         raise ValueError(f"format_version must be 2 or 3, got {value}")
     return value
+
+
+# The checked fields of a table, as the engine's spec and the platform's source both type them.
+TableName = Annotated[str, AfterValidator(check_name)]
+IcebergTableName = Annotated[str, AfterValidator(check_iceberg_table)]
+FormatVersion = Annotated[int, AfterValidator(check_format_version)]
 
 
 class FreshnessSpec(BaseModel):
@@ -126,12 +132,12 @@ class TableSpec(BaseModel):
 
     model_config = ConfigDict(frozen=True, arbitrary_types_allowed=True)
 
-    name: str  # [a-z][a-z0-9_]*: the table's name in the file, Dagster's names, the CLI's reports
+    name: TableName  # [a-z][a-z0-9_]*: the table's name in the file, Dagster's names, the CLI's reports
     delta_path: str  # the Delta table as written (relative: resolved); its typed form is `location`
-    iceberg_table: str  # NAMESPACE.NAME
+    iceberg_table: IcebergTableName  # NAMESPACE.NAME
     # None (the one-table CLI without --format-version only; a tables file says 2 or 3): the mirror's own,
     # 3 for a new one.
-    format_version: int | None = 3
+    format_version: FormatVersion | None = 3
     retention: Retention = Field(default_factory=lambda: DEFAULT_RETENTION.model_copy())
     # Folders outside the Delta table whose files its log may name (shallow clones, `p` DVs).
     allowed_roots: tuple[str, ...] = ()
@@ -139,21 +145,6 @@ class TableSpec(BaseModel):
     cleanup_cron: str | None = None  # when the platform's cleanup runs (cron, UTC); None: its default
     freshness: FreshnessSpec | None = Field(default_factory=FreshnessSpec)  # None: no freshness policy
     start_running: bool = True  # whether the platform's sensors and schedule start running
-
-    @field_validator("name")
-    @classmethod
-    def _name(cls, value: str) -> str:
-        return check_name(value)
-
-    @field_validator("iceberg_table")
-    @classmethod
-    def _table(cls, value: str) -> str:
-        return check_iceberg_table(value)
-
-    @field_validator("format_version")
-    @classmethod
-    def _format(cls, value: int | None) -> int | None:
-        return None if value is None else check_format_version(value)
 
     @property
     def location(self) -> TableLocation:

@@ -34,6 +34,16 @@ def documented_subcommand(
     )
 
 
+def mirror_subcommand(
+    commands: argparse._SubParsersAction, name: str, *, help: str, doc: str
+) -> argparse.ArgumentParser:
+    """A subcommand of one mirror (verify, expire, drop): `documented_subcommand`, the mirror's Iceberg
+    table its first argument."""
+    parser = documented_subcommand(commands, name, help=help, doc=doc)
+    parser.add_argument("table", help="the mirror's Iceberg table, NAMESPACE.NAME")
+    return parser
+
+
 def add_catalog_arguments(parser: argparse.ArgumentParser) -> None:
     """--catalog-uri, --catalog-property, --config, --warehouse: resolved by `MirrorSettings.resolve`."""
     parser.add_argument(

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 from dv_assets.mirror.cli.arguments import (
     add_catalog_arguments,
     check_catalog_reachable,
-    documented_subcommand,
+    mirror_subcommand,
     settings_from,
 )
 from dv_assets.mirror.cli.output import (
@@ -65,13 +65,12 @@ MAX_LISTED = 50
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    drop = documented_subcommand(
+    drop = mirror_subcommand(
         commands,
         "drop",
         help="remove a mirror (only the files dv-mirror wrote, then its catalog entry) to start it again",
         doc=__doc__,
     )
-    drop.add_argument("table", help="the mirror's Iceberg table, NAMESPACE.NAME")
     drop.add_argument("--dry-run", action="store_true", help="list what would be removed, remove nothing")
     add_catalog_arguments(drop)
     drop.add_argument("--json", action="store_true", help="print a machine-readable report")

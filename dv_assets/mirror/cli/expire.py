@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING
 from dv_assets.mirror.cli.arguments import (
     add_catalog_arguments,
     check_catalog_reachable,
-    documented_subcommand,
+    mirror_subcommand,
     settings_from,
 )
 from dv_assets.mirror.cli.output import (
@@ -67,13 +67,12 @@ def duration_hours(text: str) -> float:
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    expire = documented_subcommand(
+    expire = mirror_subcommand(
         commands,
         "expire",
         help="expire a mirror's old snapshots and delete only the mirror's own files they alone used",
         doc=__doc__,
     )
-    expire.add_argument("table", help="the mirror's Iceberg table, NAMESPACE.NAME")
     expire.add_argument(
         "--retain-last",
         type=int,

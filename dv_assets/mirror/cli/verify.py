@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any
 from dv_assets.mirror.cli.arguments import (
     add_catalog_arguments,
     check_catalog_reachable,
-    documented_subcommand,
+    mirror_subcommand,
     settings_from,
 )
 from dv_assets.mirror.cli.output import (
@@ -56,13 +56,12 @@ if TYPE_CHECKING:  # pyspark and the checks: not for `dvmirror --help`
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
-    verify = documented_subcommand(
+    verify = mirror_subcommand(
         commands,
         "verify",
         help="check that a mirrored Delta version is exact (the asset checks, outside Dagster)",
         doc=__doc__,
     )
-    verify.add_argument("table", help="the mirror's Iceberg table, NAMESPACE.NAME")
     verify.add_argument(
         "--version",
         type=int,

@@ -39,6 +39,7 @@ from dv_assets.mirror.iceberg.layout import MirrorLayout
 from dv_assets.mirror.iceberg.mirror_table import (
     DELTA_TABLE_PROPERTY,
     MAX_REF_AGE_MS,
+    MirrorTable,
     ReferencedFiles,
     TableHistory,
 )
@@ -263,14 +264,11 @@ def expire_and_reclaim(
     """Expire the table's snapshots past `retention` and delete what only they referenced."""
     io = io or FileIO(iceberg.storage_properties())
     report = MaintenanceReport(table_name, dry_run=dry_run)
-    table = iceberg.load(table_name)
-    if table is None:
+    opened = _open_mirror(iceberg, table_name, report)
+    if opened is None:
         return report
-    check_is_mirror(table_name, table.properties)
-    layout = MirrorLayout(table.location)
+    table, layout, before = opened
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-    report.snapshots_before = len(table.snapshots)
-    before = iceberg.table_state(table_name)
 
     # Every snapshot's files are read before expiry: afterwards the expired ones are gone from the table.
     files = iceberg.snapshot_files(table_name, [s.snapshot_id for s in table.snapshots])
@@ -286,16 +284,7 @@ def expire_and_reclaim(
     )
     _reclaim(report, layout, files, expired_ids, retention, io, now_ms, dry_run=dry_run)
     if expired_ids:  # a commit was (or, in a dry run, would be) made
-        if dry_run:
-            gone = list(dropped)
-        else:
-            after = iceberg.table_state(table_name)
-            still_logged = {comparable(f) for f in (*after.metadata_log, after.metadata_location)}
-            gone = [
-                f
-                for f in before.metadata_log
-                if comparable(f) not in still_logged and not io.stat(f).exists and layout.is_metadata(f)
-            ]
+        gone = list(dropped) if dry_run else _metadata_json_gone(iceberg, table_name, before, layout, io)
         report.deleted_metadata_json = gone
         report.bytes_reclaimed += sum(dropped.get(f, 0) for f in gone)
     return report
@@ -404,14 +393,11 @@ def expire_unreadable(
     older than the default `orphan_min_age_hours`). Never the current snapshot (Iceberg refuses it)."""
     io = io or FileIO(iceberg.storage_properties())
     report = MaintenanceReport(table_name)
-    table = iceberg.load(table_name)
-    if table is None:
+    opened = _open_mirror(iceberg, table_name, report)
+    if opened is None:
         return report
-    check_is_mirror(table_name, table.properties)
-    layout = MirrorLayout(table.location)
+    table, layout, before = opened
     now_ms = now_ms if now_ms is not None else int(time.time() * 1000)
-    report.snapshots_before = len(table.snapshots)
-    before = iceberg.table_state(table_name)
     files = (
         iceberg.snapshot_files(table_name, [s.snapshot_id for s in table.snapshots]) if snapshot_ids else {}
     )
@@ -420,11 +406,31 @@ def expire_unreadable(
         report.retained_snapshots = len(table.snapshots)
         return report
     _reclaim(report, layout, files, expired_ids, Retention(), io, now_ms, dry_run=False)
+    report.deleted_metadata_json = _metadata_json_gone(iceberg, table_name, before, layout, io)
+    return report
+
+
+def _open_mirror(
+    iceberg: IcebergJava, table_name: str, report: MaintenanceReport
+) -> tuple[MirrorTable, MirrorLayout, TableHistory] | None:
+    """The mirror as an expiry starts from: the table, its layout and its history (None: no such table;
+    a table that is not a mirror is refused)."""
+    table = iceberg.load(table_name)
+    if table is None:
+        return None
+    check_is_mirror(table_name, table.properties)
+    report.snapshots_before = len(table.snapshots)
+    return table, MirrorLayout(table.location), iceberg.table_state(table_name)
+
+
+def _metadata_json_gone(
+    iceberg: IcebergJava, table_name: str, before: TableHistory, layout: MirrorLayout, io: FileIO
+) -> list[str]:
+    """The metadata files of `before`'s log that the expiry's commit dropped and Iceberg deleted."""
     after = iceberg.table_state(table_name)
     still_logged = {comparable(f) for f in (*after.metadata_log, after.metadata_location)}
-    report.deleted_metadata_json = [
+    return [
         f
         for f in before.metadata_log
         if comparable(f) not in still_logged and not io.stat(f).exists and layout.is_metadata(f)
     ]
-    return report
