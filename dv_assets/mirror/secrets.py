@@ -46,6 +46,10 @@ _MIN_REMEMBERED = 6
 # A URI's user without a password is searched for only this long (a token, not `postgres`).
 _MIN_USER_ALONE = 16
 
+# Variables the shell sets to directories, whose names only look secret-named (`pwd`): the working
+# directory is no secret, and masking it hid every path under it in the output.
+_SHELL_DIRECTORIES = frozenset({"PWD", "OLDPWD"})
+
 _remembered: set[str] = set()
 _lock = threading.Lock()
 
@@ -96,7 +100,11 @@ def _known_secrets() -> set[str]:
     """The remembered secrets and the secret-named environment variables' values, long enough to search."""
     with _lock:
         known = set(_remembered)
-    known.update(_secrets_in((k, v) for k, v in os.environ.items() if is_secret_name(k)))
+    known.update(
+        _secrets_in(
+            (k, v) for k, v in os.environ.items() if is_secret_name(k) and k not in _SHELL_DIRECTORIES
+        )
+    )
     return {s for s in known if len(s) >= _MIN_REMEMBERED}
 
 

@@ -93,6 +93,16 @@ def test_a_catalogs_secrets_are_masked_wherever_they_appear(monkeypatch: pytest.
     assert masked("a short one: abc") == "a short one: abc"
 
 
+def test_the_working_directory_is_no_secret(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """PWD and OLDPWD only look secret-named (`pwd`): a path under the working directory stays readable
+    (it printed as `***/table` before)."""
+    monkeypatch.setenv("PWD", str(tmp_path))
+    monkeypatch.setenv("OLDPWD", str(tmp_path / "before"))
+    monkeypatch.setenv("DB_PWD", "pwdcanary5")
+    line = f"fleet.t1 is up to date with {tmp_path}/table at version 1 (pwdcanary5)"
+    assert masked(line) == f"fleet.t1 is up to date with {tmp_path}/table at version 1 (***)"
+
+
 def test_streams_and_files_are_masked(tmp_path: Path) -> None:
     out = io.StringIO()
     stream = MaskedStream(out)
