@@ -35,6 +35,7 @@ from dv_assets.mirror.cli.output import (
     EXIT_INTERNAL_ERROR,
     child_stderr_to_log,
     internal_error_line,
+    refusal_line,
     report_failure,
 )
 from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError
@@ -185,10 +186,8 @@ def run(args: argparse.Namespace) -> int:
         settings = settings_from(args)
         check_catalog_drops_no_file(settings.catalog.kind, args.table)
         check_catalog_reachable(settings.catalog)
-    except ValueError as err:
-        return _fail(args, EXIT_BAD_INPUT, str(err).splitlines()[0])
-    except MirrorInputError as err:
-        return _fail(args, EXIT_BAD_INPUT, err.one_line())
+    except (MirrorInputError, ValueError) as err:
+        return _fail(args, EXIT_BAD_INPUT, refusal_line(err))
     spark_log: str | None = None
     try:
         from dv_assets.mirror.io import FileIO

@@ -42,6 +42,7 @@ from dv_assets.mirror.cli.output import (
     EXIT_INTERNAL_ERROR,
     child_stderr_to_log,
     internal_error_line,
+    refusal_line,
     report_failure,
 )
 from dv_assets.mirror.errors import MirrorInputError
@@ -243,10 +244,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         retention, settings = _retention_and_settings(args)
         check_catalog_reachable(settings.catalog)
-    except ValueError as err:
-        return _fail(args, EXIT_BAD_INPUT, str(err).splitlines()[0])
-    except MirrorInputError as err:
-        return _fail(args, EXIT_BAD_INPUT, err.one_line())
+    except (MirrorInputError, ValueError) as err:
+        return _fail(args, EXIT_BAD_INPUT, refusal_line(err))
     spark_log: str | None = None
     try:
         from dv_assets.mirror.iceberg.pyiceberg_reader import read_mirror_table

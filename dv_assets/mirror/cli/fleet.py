@@ -73,6 +73,7 @@ from dv_assets.mirror.cli.output import (
     EXIT_CONFLICT,
     EXIT_INTERNAL_ERROR,
     EXIT_STORAGE,
+    refusal_line,
     report_failure,
 )
 from dv_assets.mirror.cli.retention import expiry_json, expiry_text
@@ -235,8 +236,7 @@ def run(args: argparse.Namespace) -> int:
         settings, tables, retentions = load_tables(args)
         check_catalog_reachable(settings.catalog)
     except (MirrorInputError, ValueError) as err:
-        line = err.one_line() if isinstance(err, MirrorInputError) else str(err).splitlines()[0]
-        return report_failure(args, EXIT_BAD_INPUT, line)
+        return report_failure(args, EXIT_BAD_INPUT, refusal_line(err))
     output = FleetOutput(args)
     to_mirror = [
         t

@@ -23,6 +23,7 @@ from dv_assets.mirror.errors import (
     EXIT_INTERNAL_ERROR,
     EXIT_OK,
     EXIT_STORAGE,
+    MirrorInputError,
 )
 from dv_assets.mirror.secrets import MaskedStream, mask_file
 
@@ -39,6 +40,13 @@ __all__ = [  # the subcommands take them from here, with the rest of how they en
 def print_json(document: dict[str, Any]) -> None:
     """One JSON document on stdout (--json), flushed."""
     print(json.dumps(document, indent=2), flush=True)
+
+
+def refusal_line(err: MirrorInputError | ValueError) -> str:
+    """The one line a bad input is refused with: a MirrorInputError's own (table, version, file,
+    reason), else the first line of a ValueError's text (an argument or a setting)."""
+    text = err.one_line() if isinstance(err, MirrorInputError) else str(err)
+    return text.splitlines()[0]
 
 
 def report_failure(args: argparse.Namespace, code: int, line: str, **report: object) -> int:
