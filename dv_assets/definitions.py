@@ -32,6 +32,7 @@ from dv_assets.components.delta_mirror import DeltaMirrorComponent, TablesFileEr
 from dv_assets.dagster_warnings import silence_dagster_maturity_warnings
 from dv_assets.defs.factory import build_definitions, shared_sensors
 from dv_assets.defs.sources import DeltaSource
+from dv_assets.mirror.collector import collector_paused
 from dv_assets.mirror.settings import CatalogConfig, MirrorSettings
 from dv_assets.mirror.table_spec import check_tables_fit
 
@@ -90,9 +91,17 @@ def load_definitions(settings: MirrorSettings | None = None) -> dg.Definitions:
             path=sources_file,
             kind="tables file",
         )
-    return (
-        file_definitions(settings, sources_file) if sources_file.is_file() else project_definitions(settings)
-    )
+    # Tens of thousands of Dagster objects a table, few of them garbage: the collector's passes over
+    # them were a quarter of the build (issue 35: 3.3 s of CPU at 300 tables, 2.4 s paused). Every job
+    # is resolved here too, under the pause, as the code server would next (cached on `defs`).
+    with collector_paused():
+        defs = (
+            file_definitions(settings, sources_file)
+            if sources_file.is_file()
+            else project_definitions(settings)
+        )
+        defs.get_repository_def().load_all_definitions()
+    return defs
 
 
 @dg.definitions
