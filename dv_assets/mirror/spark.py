@@ -282,6 +282,31 @@ def azure_config(storage: dict[str, str]) -> dict[str, str]:
     return conf
 
 
+# The driver JVM's class-data-sharing archive (written by class_archive.py, which says why and how).
+CLASS_ARCHIVE = "dvmirror-classes.jsa"
+CLASS_ARCHIVE_RECORD = f"{CLASS_ARCHIVE}.json"  # {"bytes": the archive's size once complete}
+# Whatever the JVM thinks of the archive (skipped classes while dumping, a mismatch at start) stays off
+# the console: the archive is an optimisation, its absence no error.
+CDS_QUIET = "-Xlog:cds=off -Xlog:cds+dynamic=off"
+
+
+def class_archive_folder(settings: MirrorSettings) -> Path:
+    return settings.jars_dir if settings.jars_dir is not None else settings.ivy_dir
+
+
+def class_archive_options(settings: MirrorSettings) -> str:
+    """The driver JVM's options mapping the class archive `class_archive.py` writes (with a leading space), or
+    "" without a complete one."""
+    folder = class_archive_folder(settings)
+    archive = folder / CLASS_ARCHIVE
+    try:
+        recorded = json.loads((folder / CLASS_ARCHIVE_RECORD).read_text())["bytes"]
+        complete = archive.stat().st_size == recorded
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
+    return f" -XX:SharedArchiveFile={archive} {CDS_QUIET}" if complete else ""
+
+
 def spark_config(settings: MirrorSettings) -> dict[str, str]:
     """Spark settings for Delta (spark_catalog) and Iceberg (catalog `dvmirror`), small-machine tuned."""
     conf = {
@@ -299,7 +324,8 @@ def spark_config(settings: MirrorSettings) -> dict[str, str]:
         "spark.ui.showConsoleProgress": "false",
         "spark.driver.memory": settings.driver_memory,
         "spark.sql.session.timeZone": "UTC",
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{LOG4J2_CONFIG}"
+        + class_archive_options(settings),
     }
     for key, value in {**LOCAL_FILE_SYSTEM, **settings.catalog.iceberg_java_properties()}.items():
         conf[f"{CATALOG_PREFIX}.{key}"] = value
