@@ -86,28 +86,16 @@ wheel: $(PACKAGED_JAR) $(INSTALLED)
 coordinates: $(INSTALLED)
 	$(BIN)/python -m tests.helpers.maven > dv_assets/mirror/maven.json
 
-# S3 for Spark (S3A + AWS SDK, Iceberg's AWS bundle; ~700 MB), in .jars/s3/: loaded only when needed.
+# An object store's jars for Spark, in .jars/<store>/ from jvm/<store>/pom.xml, loaded only when needed:
+# s3 (S3A + AWS SDK, Iceberg's AWS bundle; ~700 MB), gcs (Google's Hadoop connector, shaded; Iceberg's GCP
+# bundle), azure (hadoop-azure: ABFS and WASB).
 jars-s3: $(JARS_S3)
-$(JARS_S3): jvm/s3/pom.xml
-	rm -rf $(MAVEN_JARS)/s3
-	$(MVN) -f jvm/s3/pom.xml dependency:copy-dependencies $(NO_ESCAPES)
-	$(call COPY_JARS,s3)
-	touch $@
-
-# GCS for Spark (Google's Hadoop connector, shaded; Iceberg's GCP bundle), in .jars/gcs/: loaded only when needed.
 jars-gcs: $(JARS_GCS)
-$(JARS_GCS): jvm/gcs/pom.xml
-	rm -rf $(MAVEN_JARS)/gcs
-	$(MVN) -f jvm/gcs/pom.xml dependency:copy-dependencies $(NO_ESCAPES)
-	$(call COPY_JARS,gcs)
-	touch $@
-
-# Azure for Spark (hadoop-azure: ABFS and WASB), in .jars/azure/: loaded only when needed.
 jars-azure: $(JARS_AZURE)
-$(JARS_AZURE): jvm/azure/pom.xml
-	rm -rf $(MAVEN_JARS)/azure
-	$(MVN) -f jvm/azure/pom.xml dependency:copy-dependencies $(NO_ESCAPES)
-	$(call COPY_JARS,azure)
+$(JARS_DIR)/%/.copied: jvm/%/pom.xml
+	rm -rf $(MAVEN_JARS)/$*
+	$(MVN) -f jvm/$*/pom.xml dependency:copy-dependencies $(NO_ESCAPES)
+	$(call COPY_JARS,$*)
 	touch $@
 
 $(AZURITE): tests/integration/azurite/package.json tests/integration/azurite/package-lock.json
