@@ -28,6 +28,7 @@ scheduled here:
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -140,6 +141,7 @@ class _Turn:
             table.location,
             table.iceberg_table,
             format_version=table.format_version,
+            until_version=table.until_version,
             allowed_roots=table.allowed_roots,
             executors=run.executors,
             on_version=committed,
@@ -147,8 +149,11 @@ class _Turn:
             io=run.io,
             stop=lambda: run.stop.is_set() or self.count >= run.versions_per_turn,
         )
-        last = synced.versions[-1].delta_version if synced.versions else synced.previously_mirrored
-        if run.after_pass is not None and last == synced.latest_delta_version and not run.stop.is_set():
+        if (
+            run.after_pass is not None
+            and _last_mirrored(synced) == _target(table, synced)
+            and not run.stop.is_set()
+        ):
             run.after_pass(table, run.iceberg())  # its errors are the pass's
         return synced
 
@@ -203,6 +208,8 @@ def run_fleet(
     `iceberg` makes each pass thread's Iceberg Java handle, `backoff` each table's (tests)."""
     if concurrency < 1:
         raise ValueError(f"concurrency must be >= 1, got {concurrency}")
+    if len(tables) == 1:
+        versions_per_turn = sys.maxsize  # turns are for the others' sake: a lone table's pass goes on
     io = io or FileIO(IcebergJava(spark).storage_properties())
     run = _Run(
         spark,
@@ -331,8 +338,8 @@ def _settle(run: _Run, turn: _Turn, future: Future[SyncResult]) -> None:
     err = future.exception()
     if err is None:
         synced = future.result()
-        last = synced.versions[-1].delta_version if synced.versions else synced.previously_mirrored
-        reached = last == synced.latest_delta_version
+        last, target = _last_mirrored(synced), _target(table, synced)
+        reached = last == target
         if not reached and (run.stop.is_set() or turn.count >= run.versions_per_turn):
             # Ended between two versions: stopped (the mirror is where the pass ended), or its turn is up,
             # not its backlog (queued again by its oldest commit not yet mirrored).
@@ -342,7 +349,7 @@ def _settle(run: _Run, turn: _Turn, future: Future[SyncResult]) -> None:
                 _queue_times([state], run.io)
             return
         _succeeded(state)
-        state.mirrored_version = synced.latest_delta_version
+        state.mirrored_version = target
         try:
             state.last_commit = state.watch.last_commit(state.mirrored_version)
         except OSError:  # not known: the next poll finds it changed, and a pass asks the storage again
@@ -353,6 +360,16 @@ def _settle(run: _Run, turn: _Turn, future: Future[SyncResult]) -> None:
         run.listener.caught_up(table, synced, first, state.versions_mirrored)
         return
     _failed(run, state, err)
+
+
+def _last_mirrored(synced: SyncResult) -> int | None:
+    return synced.versions[-1].delta_version if synced.versions else synced.previously_mirrored
+
+
+def _target(table: FleetTable, synced: SyncResult) -> int:
+    """The version a pass of `table` is done at: Delta's latest, or the run's `until_version`."""
+    latest = synced.latest_delta_version
+    return latest if table.until_version is None else min(table.until_version, latest)
 
 
 def _failed(run: _Run, state: TableState, err: BaseException) -> None:

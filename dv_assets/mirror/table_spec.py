@@ -161,6 +161,8 @@ class FleetTable:
     # The last mirrored Delta version when the caller knows it (read without a JVM): the first turn's
     # place in the queue. None: not known (a new mirror, or not read).
     mirrored_hint: int | None = None
+    # The newest Delta version this run mirrors (`dvmirror sync --until-version`); None: the latest.
+    until_version: int | None = None
 
     @classmethod
     def one(
@@ -169,6 +171,7 @@ class FleetTable:
         iceberg_table: str,
         format_version: int | None = None,
         allowed_roots: tuple[str, ...] = (),
+        until_version: int | None = None,
     ) -> FleetTable:
         """The table of a one-table `dvmirror sync` (a fleet of one), named after its Iceberg table."""
         name = "table_" + re.sub(r"[^a-z0-9_]", "_", iceberg_table.lower())
@@ -179,7 +182,7 @@ class FleetTable:
             format_version=format_version,
             allowed_roots=allowed_roots,
         )
-        return cls(spec)
+        return cls(spec, until_version=until_version)
 
     @property
     def name(self) -> str:

@@ -1,17 +1,18 @@
-"""The one CLI front end of `fleet.run_fleet`: `dvmirror sync DELTA --table T --follow` (a fleet of one) and
-`dvmirror sync --tables FILE [--follow]` (cli/fleet.py) start one Spark session, run the one loop in it
-and print what it reports through an output of their own (`SessionOutput`): the tables file's lines
-name their table (`FleetOutput`), one table's keep the single-table contract (`OneTableOutput`, here).
+"""The one CLI front end of `fleet.run_fleet`: `dvmirror sync DELTA --table T [--follow]` (a fleet of one)
+and `dvmirror sync --tables FILE [--follow]` (cli/fleet.py) start one Spark session, run the one loop in
+it and print what it reports through an output of their own (`SessionOutput`): the tables file's lines
+name their table (`FleetOutput`), one table's keep the single-table contract: following
+(`OneTableOutput`, here), once (`cli/sync.OnceOutput`: the lines and the one JSON document it always
+printed).
 
-One table, stdout, flushed line by line: once the catch-up is done, `following DELTA into TABLE every N s
-(mirrored up to version V)`; then one line per mirrored version (the line `dvmirror sync` prints, plus
-`lag X s`: now minus the Delta commit's timestamp); `TABLE: expired K snapshots past its retention (…)`
+One table following, stdout, flushed line by line: once the catch-up is done, `following DELTA into TABLE
+every N s (mirrored up to version V)`; then one line per mirrored version (the line `dvmirror sync` prints,
+plus `lag X s`: now minus the Delta commit's timestamp); `TABLE: expired K snapshots past its retention (…)`
 when the table's retention (`DEFAULT_RETENTION`), looked at after the catch-up and then at most every 10
-minutes, expired some (`RetentionKeeper`); `stopped following …` after SIGTERM/SIGINT. With --json, JSON
-Lines instead: one object per line, each with an `event` ("following", "version", "expired", "stopped"), a
-failure as `{"ok": false, "exit_code", "error", "mirrored_versions", "spark_log"}`. An error retried is one
-line on stderr (`dvmirror: retrying in D s after: …`); what is retried and what ends the run is
-`follow.py`'s policy.
+minutes, expired some (`RetentionKeeper`); `stopped following …` after SIGTERM/SIGINT. With --json, JSON Lines
+instead: one object per line, each with an `event` ("following", "version", "expired", "stopped"), a failure
+as `{"ok": false, "exit_code", "error", "mirrored_versions", "spark_log"}`. An error retried is one line on
+stderr (`dvmirror: retrying in D s after: …`); what is retried and what ends the run is `follow.py`'s policy.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import json
 import sys
 import threading
 import traceback
+from contextlib import nullcontext
 from dataclasses import asdict
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -88,12 +90,16 @@ class SessionOutput:
     """What a run in one session prints: `fleet.FleetListener`'s events (`version` from the passes'
     threads, hence the lock), and the run's own. Subclasses say how."""
 
+    # SIGTERM/SIGINT end the run between versions (`follow.stop_on_signals`); False: the signal's default.
+    stops_on_signals = True
+
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.json = bool(args.json)
         self.follow = bool(args.follow)
         self.interval: float = args.interval or DEFAULT_INTERVAL_SECONDS
         self.spark_log: str | None = None  # where the JVM's stderr goes, once the run made it
+        self.debug = False  # the settings' `debug`, once the run has them
         self._lock = threading.Lock()
 
     def emit(self, text: str, event: dict[str, Any], *, error: bool = False) -> None:
@@ -140,6 +146,7 @@ def run_in_one_session(
     retention applied after its passes that reach Delta's latest version (`RetentionKeeper`), reported
     through `output`; the exit code. Java and the jars are checked by the caller."""
     spark_log = output.spark_log = None if settings.debug else child_stderr_to_log()
+    output.debug = settings.debug
     try:
         # Imported here so that `--help` and argument errors answer without starting a JVM.
         from dv_assets.mirror.fleet import run_fleet
@@ -154,7 +161,8 @@ def run_in_one_session(
             if report is not None:
                 output.expired(table, report, keeper.retention(table.iceberg_table))
 
-        with stop_on_signals() as stop:
+        stopping = stop_on_signals() if output.stops_on_signals else nullcontext(threading.Event())
+        with stopping as stop:
             spark = get_or_create_spark(settings)
             output.session(spark, len(tables))
             result = run_fleet(
@@ -234,15 +242,6 @@ class OneTableOutput(SessionOutput):
             {"event": "stopped", "mirrored_version": version, "mirrored_versions": self.mirrored},
         )
         return 0
-
-
-def run(args: argparse.Namespace, settings: MirrorSettings) -> int:
-    """Follow `args.delta_table` into `args.table` until SIGTERM/SIGINT (0) or an error that ends it (its
-    exit code: `errors.py`), as a fleet of one table."""
-    from dv_assets.mirror.table_spec import FleetTable
-
-    table = FleetTable.one(args.delta_table, args.table, args.format_version, tuple(args.allow_root))
-    return run_in_one_session(settings, [table], {}, OneTableOutput(args))
 
 
 def positive_seconds(text: str) -> float:

@@ -16,7 +16,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from dv_assets.mirror.cli import fleet, follow
+from dv_assets.mirror.cli import fleet
 from dv_assets.mirror.cli.arguments import (
     add_catalog_arguments,
     check_catalog_reachable,
@@ -27,32 +27,33 @@ from dv_assets.mirror.cli.arguments import (
 )
 from dv_assets.mirror.cli.follow import (
     DEFAULT_INTERVAL_SECONDS,
-    error_line,
+    OneTableOutput,
     positive_seconds,
     retrying_line,
+    run_in_one_session,
     version_line,
 )
 from dv_assets.mirror.cli.output import (
     EXIT_BAD_INPUT,
-    EXIT_CONFLICT,
     EXIT_OK,
     EXIT_STORAGE,
-    child_stderr_to_log,
     print_json,
     report_failure,
 )
 from dv_assets.mirror.cli.retention import expiry_json, expiry_text
 from dv_assets.mirror.delta.replay import DeltaTable
 from dv_assets.mirror.errors import MirrorConflictError, MirrorInputError, StorageError
-from dv_assets.mirror.follow import exit_code_of, retrying_transient
+from dv_assets.mirror.follow import retrying_transient
 from dv_assets.mirror.io import FileIO
 from dv_assets.mirror.results import SyncResult, VersionResult
 from dv_assets.mirror.settings import MirrorSettings
 from dv_assets.mirror.status import version_ranges
+from dv_assets.mirror.table_spec import FleetTable
 from dv_assets.mirror.vacuum import VacuumFollowed
 
-if TYPE_CHECKING:  # the maintenance module is imported when Spark runs
-    from dv_assets.mirror.iceberg.maintenance import MaintenanceReport
+if TYPE_CHECKING:  # imported when Spark runs
+    from dv_assets.mirror.fleet import FleetResult
+    from dv_assets.mirror.iceberg.maintenance import MaintenanceReport, Retention
 
 
 def add_parser(commands: argparse._SubParsersAction) -> None:
@@ -116,17 +117,26 @@ def run(args: argparse.Namespace) -> int:
         )
     try:
         settings = _checked_settings(args)
-        if args.follow:
+        up_to_date = (
+            None
+            if args.follow
+            else retrying_transient(lambda: _up_to_date(args, settings), on_retry=retrying_line)
+        )
+        if up_to_date is None:
             check_spark_can_start(settings)  # Java and the jars, before Spark's log or a folder
-            return follow.run(args, settings)
-        up_to_date = retrying_transient(lambda: _up_to_date(args, settings), on_retry=retrying_line)
     except MirrorInputError as err:
         return _fail(args, EXIT_BAD_INPUT, err.one_line(), [], None)
     except StorageError as err:
         return _fail(args, EXIT_STORAGE, err.one_line(), [], None)
     if up_to_date is not None:
         return _report(args, up_to_date)
-    return _mirror(args, settings)
+    # One table, once or following, is a fleet of one in one Spark session (cli/follow.py).
+    table = FleetTable.one(
+        args.delta_table, args.table, args.format_version, tuple(args.allow_root), args.until_version
+    )
+    return run_in_one_session(
+        settings, [table], {}, OneTableOutput(args) if args.follow else OnceOutput(args)
+    )
 
 
 def _checked_settings(args: argparse.Namespace) -> MirrorSettings:
@@ -153,58 +163,46 @@ def _checked_settings(args: argparse.Namespace) -> MirrorSettings:
     return settings
 
 
-def _mirror(args: argparse.Namespace, settings: MirrorSettings) -> int:
-    """The versions not yet mirrored, through Spark: one progress line each (text), the report at the end."""
-    mirrored: list[int] = []  # versions committed by this run, for a failure report
-    spark_log: str | None = None
-    expiry: MaintenanceReport | None = None  # the retention applied after the sync (None: nothing due)
-    try:
-        # Imported here so that `--help` and argument errors answer without starting a JVM.
-        from dv_assets.mirror.spark import get_or_create_spark
-        from dv_assets.mirror.sync import sync_table
+class OnceOutput(OneTableOutput):
+    """A run-once `dvmirror sync DELTA --table T`'s output: a line per mirrored version as it commits (text),
+    the expiry's line, then the report (`_report`: one JSON document with --json); a failure as
+    `report_failure` puts it, with the versions committed before it and Spark's log."""
 
-        check_spark_can_start(settings)  # Java and the jars, before Spark's log or the catalog's folders
-        if not settings.debug:
-            spark_log = child_stderr_to_log()
-        spark = get_or_create_spark(settings)
+    stops_on_signals = False  # SIGTERM/SIGINT end it at once, as they always did: it is no follower
 
-        def progress(result: VersionResult) -> None:
-            mirrored.append(result.delta_version)
-            if not args.json:
-                print(version_line(result), flush=True)
+    def __init__(self, args: argparse.Namespace) -> None:
+        super().__init__(args)
+        self.result: SyncResult | None = None
+        self.expiry: MaintenanceReport | None = None
 
-        result = retrying_transient(
-            lambda: sync_table(
-                spark,
-                args.delta_table,
-                args.table,
-                format_version=args.format_version,
-                until_version=args.until_version,
-                allowed_roots=args.allow_root,
-                executors=settings.executors,
-                on_version=progress,
-            ),
-            on_retry=retrying_line,
-        )
-        from dv_assets.mirror.iceberg.java import IcebergJava
-        from dv_assets.mirror.iceberg.maintenance import DEFAULT_RETENTION, RetentionKeeper
+    def version(self, table: FleetTable, result: VersionResult, lag_seconds: float | None) -> None:
+        self.mirrored.append(result.delta_version)
+        if not self.json:
+            print(version_line(result), flush=True)
 
-        expiry = RetentionKeeper().after_pass(IcebergJava(spark), args.table)
-        if expiry is not None and not args.json:
-            print(expiry_text(args.table, expiry, DEFAULT_RETENTION), flush=True)
-    except MirrorInputError as err:
-        return _fail(args, EXIT_BAD_INPUT, err.one_line(), mirrored, spark_log)
-    except MirrorConflictError as err:
-        return _fail(args, EXIT_CONFLICT, err.one_line(), mirrored, spark_log)
-    except Exception as err:  # the one place a traceback is turned into a line
-        if settings.debug:
-            traceback.print_exc()
-        # A storage error (exit 5; retried first while transient), or an internal one (exit 3).
-        return _fail(args, exit_code_of(err), error_line(err, spark_log), mirrored, spark_log)
-    if spark_log is not None:
-        # Kept only when it may explain a failure (its path is then in the error line).
-        Path(spark_log).unlink(missing_ok=True)
-    return _report(args, result, expiry)
+    def caught_up(self, table: FleetTable, result: SyncResult, first: bool, versions: int) -> None:
+        self.result = result
+
+    def failed(self, table: FleetTable, code: int, error: BaseException, retry_in: float | None) -> None:
+        if self.debug and not isinstance(error, MirrorInputError | MirrorConflictError):
+            traceback.print_exception(error)  # DVMIRROR_DEBUG: where an error came from
+        super().failed(table, code, error, retry_in)
+
+    def expired(self, table: FleetTable, report: MaintenanceReport, retention: Retention) -> None:
+        self.expiry = report
+        if not self.json:
+            print(expiry_text(table.iceberg_table, report, retention), flush=True)
+
+    def crashed(self, code: int, line: str) -> int:
+        return _fail(self.args, code, line, self.mirrored, self.spark_log)
+
+    def ended(self, result: FleetResult) -> int:
+        if self.final is not None:  # the table ended by an error: the run's
+            return self.crashed(*self.final)
+        assert self.result is not None  # a table that did not fail was caught up
+        if self.spark_log is not None:
+            Path(self.spark_log).unlink(missing_ok=True)  # kept only when it may explain a failure
+        return _report(self.args, self.result, self.expiry)
 
 
 def _up_to_date(args: argparse.Namespace, settings: MirrorSettings) -> SyncResult | None:
