@@ -256,16 +256,18 @@ def test_the_outside_suites_cases_are_not_trusted(tmp_path: Path, index_answers:
         assert index_answers == []  # never read
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_old_format_index_is_replaced(
     tmp_path: Path, version: int, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """An index of format version 1 (no digest) or 2 (one adds file, not in shards) is not used, and
-    replaced by the run's rebuild."""
+    """An index of format version 1 (no digest), 2 (one adds file, not in shards) or 3 (shards of
+    Parquet, not Arrow IPC) is not used, and replaced by the run's rebuild."""
     root = table_of_37(tmp_path / "table", "classic")
     pristine = pristine_index(root, tmp_path / "index")
     manifest = json.loads((pristine / checkpoint_index.MANIFEST).read_text())
-    del manifest["digest"], manifest["shards"]
+    del manifest["digest"]
+    if version < 3:
+        del manifest["shards"]
     old = manifest | {"format_version": version}
     _write_manifest(pristine, json.dumps(old).encode() if version == 1 else checkpoint_index._sealed(old))
     with caplog.at_level(logging.WARNING, logger=checkpoint_index.__name__):
@@ -276,13 +278,13 @@ def test_an_old_format_index_is_replaced(
 
 
 def shard_parts(folder: Path) -> tuple[dict[str, Any], list[tuple[bytes, dict[str, Any]]]]:
-    """The manifest, and each shard of the adds file (the always-read one first) as its Parquet bytes and
+    """The manifest, and each shard of the adds file (the always-read one first) as its Arrow bytes and
     its shard manifest's fields."""
     manifest = json.loads((folder / checkpoint_index.MANIFEST).read_text())
     data = (folder / checkpoint_index.ADDS).read_bytes()
     parts = []
     for entry in [manifest["always"], *manifest["shards"]]:
-        start, middle = entry["offset"], entry["offset"] + entry["parquet_bytes"]
+        start, middle = entry["offset"], entry["offset"] + entry["arrow_bytes"]
         parts.append((data[start:middle], json.loads(data[middle : middle + entry["manifest_bytes"]])))
     return manifest, parts
 
@@ -292,17 +294,17 @@ def write_shards(
 ) -> None:
     """The adds file of these shards; `reseal`: the manifest's entries (offsets, sizes, hashes) made its
     own and the manifest sealed again, as a build writing these shard manifests would."""
-    contents = [(parquet, json.dumps(fields, sort_keys=True).encode()) for parquet, fields in parts]
-    (folder / checkpoint_index.ADDS).write_bytes(b"".join(p + m for p, m in contents))
+    contents = [(arrow, json.dumps(fields, sort_keys=True).encode()) for arrow, fields in parts]
+    (folder / checkpoint_index.ADDS).write_bytes(b"".join(a + m for a, m in contents))
     if not reseal:
         return
     manifest = json.loads(json.dumps(manifest))
     offset = 0
-    for entry, (parquet, content) in zip([manifest["always"], *manifest["shards"]], contents, strict=True):
+    for entry, (arrow, content) in zip([manifest["always"], *manifest["shards"]], contents, strict=True):
         entry.update(
             offset=offset, manifest_bytes=len(content), manifest_sha256=hashlib.sha256(content).hexdigest()
         )
-        offset += len(parquet) + len(content)
+        offset += len(arrow) + len(content)
     manifest["adds_bytes"] = offset
     _write_manifest(folder, checkpoint_index._sealed({k: v for k, v in manifest.items() if k != "digest"}))
 
@@ -312,9 +314,9 @@ def shard_manifest_cases(pristine: Path, *, reseal: bool) -> list[tuple[str, Cal
     to match it)."""
     manifest, parts = shard_parts(pristine)
     cases: list[tuple[str, Callable[[Path], None]]] = []
-    for number, (parquet, fields) in enumerate(parts):
+    for number, (arrow, fields) in enumerate(parts):
         for where, altered in alterations(fields):
-            changed = [*parts[:number], (parquet, altered), *parts[number + 1 :]]
+            changed = [*parts[:number], (arrow, altered), *parts[number + 1 :]]
             cases.append(
                 (
                     f"shard {number}{where}",
@@ -330,7 +332,7 @@ def test_every_shard_manifest_field_altered(
 ) -> None:
     """Each one-field alteration of each shard manifest, its hash in the manifest left as written (found
     by it) or made to match (a shard written wrong, not rotted: its bounds, row groups and block hashes
-    are checked against the manifest and the Parquet bytes): the same answer, at most one warning."""
+    are checked against the manifest and the Arrow bytes): the same answer, at most one warning."""
     root = table_of_37(tmp_path / "table", "classic")
     pristine = pristine_index(root, tmp_path / "pristine")
     manifest, parts = shard_parts(pristine)
@@ -470,20 +472,49 @@ def test_a_damaged_index_warns_once_and_is_rebuilt(
         assert_one_warning_then_rebuilt(root, tmp_path / "index", pristine, caplog)
 
 
-def test_an_index_a_lookup_would_refuse_is_not_left_behind(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_a_base_name_of_5000_characters_is_indexed_and_used(
+    tmp_path: Path, index_answers: list[bool], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A base name of over 4 KiB has no Parquet statistics, so a lookup could not check its bucket: the
-    build finds so once (one warning), removes the folder, and the run answers without an index."""
+    """Format 3 could not index a base name of over 4 KiB (Parquet writes no statistics for it, and its
+    bucket could not be checked); format 4 checks a bucket by its rows, so the index is built, used
+    without a warning, and answers as the checkpoint does."""
     root = tmp_path / "table"
     long_name = "n" * 5000 + ".parquet"
     write_log(root, [base_commit(*(add(f"part-{i:02d}.parquet") for i in range(8)), add(long_name))])
     write_checkpoint(root, 0, "classic", random.Random(0))
-    write_log(root, [[info("DELETE"), remove("part-03.parquet")]], first=1)
+    write_log(
+        root, [[info("DELETE"), remove("part-03.parquet")], [info("DELETE"), remove(long_name)]], first=1
+    )
     indexes = CheckpointIndexes(str(tmp_path / "index"))
     with caplog.at_level(logging.WARNING, logger=checkpoint_index.__name__):
-        assert DeltaTable(root).index_checkpoint(indexes, 1) is None
-    assert len([r for r in caplog.records if r.name == checkpoint_index.__name__]) == 1
+        assert DeltaTable(root).index_checkpoint(indexes, 2) is not None
+        expected = changes_outcome(DeltaTable(root, restricted_replay=False), 1, 2)
+        outcome = changes_outcome(
+            DeltaTable(root, checkpoint_indexes=CheckpointIndexes(str(tmp_path / "index"))), 1, 2
+        )
+    assert outcome == expected
+    assert index_answers and all(index_answers)
+    assert [r for r in caplog.records if r.name == checkpoint_index.__name__] == []
+    assert len(list((tmp_path / "index").iterdir())) == 1
+
+
+def test_an_index_a_lookup_would_refuse_is_not_left_behind(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build that cuts buckets wrong (here: a fault put in on purpose, buckets of exactly 4 rows cut
+    between the two adds of `x.parquet`, listed twice) writes an index a lookup refuses (a bucket holds
+    the next one's first name): the build finds so once (one warning), removes the folder, and the run
+    answers without an index."""
+    root = table_of_37(tmp_path / "table", "twice")
+
+    def cut_every_4(names):
+        return ((start, min(start + 4, len(names))) for start in range(0, len(names), 4))
+
+    monkeypatch.setattr(checkpoint_index, "_bucket_bounds", cut_every_4)
+    indexes = CheckpointIndexes(str(tmp_path / "index"))
+    with caplog.at_level(logging.WARNING, logger=checkpoint_index.__name__):
+        assert DeltaTable(root).index_checkpoint(indexes, LATEST) is None
+    warnings = [r.getMessage() for r in caplog.records if r.name == checkpoint_index.__name__]
+    assert len(warnings) == 1 and "within its manifest's bounds" in warnings[0], warnings
     assert list((tmp_path / "index").iterdir()) == []
-    expected = changes_outcome(DeltaTable(root, restricted_replay=False), 1, 1)
-    assert changes_outcome(DeltaTable(root, checkpoint_indexes=indexes), 1, 1) == expected
+    assert outcome_with(root, indexes) == no_index_outcome(root)
