@@ -399,8 +399,8 @@ def test_a_block_no_lookup_reads_does_not_stop_the_index(
 ) -> None:
     """Only the blocks a lookup reads are verified: a flipped byte elsewhere leaves the index answering
     (rightly: none of its bytes is used). Some flipped byte must be one (the index is not read whole):
-    600 files more, so that the adds file is larger than the Parquet reader's first read of its end
-    (64 KiB), in blocks of 8 KiB."""
+    600 files more, so that the adds file holds shards no lookup of these names reads, and record
+    batches of other buckets in the shards it reads, in blocks of 8 KiB."""
     monkeypatch.setattr(checkpoint_index, "VERIFY_BLOCK_BYTES", 8192)
     root = table_of_37(tmp_path / "table", "classic", more=600)
     pristine = pristine_index(root, tmp_path / "pristine")

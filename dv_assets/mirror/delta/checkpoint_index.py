@@ -109,7 +109,7 @@ SHARD_BUCKETS = 64
 BLOCK_ROWS = 1 << 16
 # Bytes per verified block of a shard's Arrow bytes: a lookup fetches and hashes the blocks it reads,
 # about one more per record batch than it needs; a shard manifest holds one SHA-256 per block.
-VERIFY_BLOCK_BYTES = 1 << 18
+VERIFY_BLOCK_BYTES = 64 << 10
 # What reading an index or a checkpoint may raise besides MirrorInputError while building: no index then.
 _READ_ERRORS = (OSError, pa.ArrowException, ValueError, KeyError, TypeError)
 _ADD_COLUMNS = ("ordinal", "basename", "add")
@@ -117,6 +117,9 @@ _ADD_COLUMNS = ("ordinal", "basename", "add")
 # (lz4: 2.9 MB) and about as fast to read, so fewer blocks to fetch and hash.
 _WRITE_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
 _READ_OPTIONS = pa.ipc.IpcReadOptions(use_threads=False)
+_READ_NAMES_OPTIONS = pa.ipc.IpcReadOptions(
+    use_threads=False, included_fields=[_ADD_COLUMNS.index("basename")]
+)
 _REASON_CHARS = 300
 
 _LOG = logging.getLogger(__name__)
@@ -452,7 +455,7 @@ class CheckpointIndexes:
                 shards: list[int | None] = [None] if index.always is not None else []
                 for number in [*shards, *range(len(index.shards))]:
                     shard = _verified_shard(handle, index, number)
-                    reader = _verified_ipc(handle, index, shard)
+                    reader = _verified_ipc(_shard_source(handle, shard), index, shard)
                     for group in range(len(shard.group_rows)):
                         batch = _batch(reader, shard, group)
                         if shard.bucket_first:
@@ -635,13 +638,18 @@ def _check_shard_shape(shard: Shard, first: str | None) -> None:
         raise IndexUnusable("a shard manifest's bucket first names are not in strictly increasing order")
 
 
+def _shard_source(handle: pa.NativeFile, shard: Shard) -> pa.NativeFile:
+    """A shard's Arrow bytes as the IPC reader reads them, through its block hashes: the reader is handed
+    only bytes of blocks that matched (no other check of its bytes is needed), and only those it reads
+    are fetched (its footer, the record batches asked for)."""
+    return pa.PythonFile(_VerifiedFile(handle, shard.entry.offset, shard.blocks), mode="r")
+
+
 def _verified_ipc(
-    handle: pa.NativeFile, index: CheckpointIndex, shard: Shard
+    source: pa.NativeFile, index: CheckpointIndex, shard: Shard
 ) -> pa.ipc.RecordBatchFileReader:
-    """A shard as an Arrow IPC file, read through its block hashes (the reader is handed only bytes of
-    blocks that matched: no other check of its bytes is needed), its schema the manifest's and its record
-    batches as many as its shard manifest's buckets."""
-    source = pa.PythonFile(_VerifiedFile(handle, shard.entry.offset, shard.blocks), mode="r")
+    """A shard as an Arrow IPC file (`_shard_source`), its schema the manifest's and its record batches as
+    many as its shard manifest's buckets."""
     reader = pa.ipc.open_file(source, options=_READ_OPTIONS)
     schema = reader.schema
     if (
@@ -673,13 +681,17 @@ def _check_bucket_names(shard: Shard, bucket: int, names: pa.Array | pa.ChunkedA
         raise IndexUnusable(f"bucket {bucket}'s rows are not within its manifest's bounds")
 
 
-def _check_buckets_after(reader: pa.ipc.RecordBatchFileReader, shard: Shard, groups: list[int]) -> None:
-    """The bucket after each bucket read, in the same shard and not read itself, read too (its rows not
-    used) and its base names checked against its bounds: a first name written wrong would send a name to
-    the bucket before its own, whose rows could not tell (the buckets read are checked by `_check_rows`)."""
-    for bucket in sorted({group + 1 for group in groups} - set(groups)):
-        if bucket < len(shard.bucket_first):
-            _check_bucket_names(shard, bucket, _batch(reader, shard, bucket).column("basename"))
+def _check_buckets_after(source: pa.NativeFile, shard: Shard, groups: list[int]) -> None:
+    """The bucket after each bucket read, in the same shard and not read itself, read too (its base names
+    only, by a second reader of the shard whose schema `_verified_ipc` checked: the adds are most of a
+    bucket's bytes and of its decoding) and its base names checked against its bounds: a first name
+    written wrong would send a name to the bucket before its own, whose rows could not tell (the buckets
+    read are checked by `_check_rows`)."""
+    after = sorted({group + 1 for group in groups} - set(groups) - {len(shard.bucket_first)})
+    if after:
+        names = pa.ipc.open_file(source, options=_READ_NAMES_OPTIONS)
+        for bucket in after:
+            _check_bucket_names(shard, bucket, _batch(names, shard, bucket).column(0))
 
 
 @dataclass(frozen=True)
@@ -698,10 +710,11 @@ def _read_shard(
     its verified shard manifest and block hashes; the bucket after each checked too."""
     shard = _verified_shard(handle, index, number)
     groups = shard.groups_of(names)
-    reader = _verified_ipc(handle, index, shard)
+    source = _shard_source(handle, shard)
+    reader = _verified_ipc(source, index, shard)
     table = pa.Table.from_batches([_batch(reader, shard, group) for group in groups], reader.schema)
     if shard.bucket_first:  # not the always-read shard
-        _check_buckets_after(reader, shard, groups)
+        _check_buckets_after(source, shard, groups)
     return _ShardRead(shard, groups, table)
 
 
