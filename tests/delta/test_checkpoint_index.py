@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from dv_assets.mirror.delta import checkpoint_index
@@ -302,7 +303,10 @@ def write_shards(
     offset = 0
     for entry, (arrow, content) in zip([manifest["always"], *manifest["shards"]], contents, strict=True):
         entry.update(
-            offset=offset, manifest_bytes=len(content), manifest_sha256=hashlib.sha256(content).hexdigest()
+            offset=offset,
+            arrow_bytes=len(arrow),
+            manifest_bytes=len(content),
+            manifest_sha256=hashlib.sha256(content).hexdigest(),
         )
         offset += len(arrow) + len(content)
     manifest["adds_bytes"] = offset
@@ -415,6 +419,82 @@ def test_a_block_no_lookup_reads_does_not_stop_the_index(
         assert outcome_with(root, CheckpointIndexes(str(folder))) == expected
         answered.append(bool(index_answers) and all(index_answers))
     assert any(answered) and not all(answered)
+
+
+Batches = list[pa.RecordBatch]
+
+
+def rewritten_shards(pristine: Path, folder: Path, rewrite: Callable[[int, Batches], Batches]) -> None:
+    """Every shard's record batches rewritten (`rewrite(shard, batches)`, 0 the always-read shard),
+    written as the build writes a shard, and sealed as the build would: block hashes, shard manifests
+    and manifest made to match, so that only the checks of the shards' own content can tell."""
+    manifest, parts = shard_parts(pristine)
+    changed = []
+    for number, (arrow, fields) in enumerate(parts):
+        reader = pa.ipc.open_file(pa.py_buffer(arrow))
+        batches = rewrite(number, [reader.get_batch(i) for i in range(reader.num_record_batches)])
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, batches[0].schema, options=checkpoint_index._WRITE_OPTIONS) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+        data = sink.getvalue().to_pybytes()
+        width = checkpoint_index.VERIFY_BLOCK_BYTES
+        hashes = [hashlib.sha256(data[i : i + width]).hexdigest() for i in range(0, len(data), width)]
+        blocks = {"size": len(data), "block_bytes": width, "block_sha256": hashes}
+        changed.append((data, {**fields, "blocks": blocks}))
+    write_shards(folder, manifest, changed, reseal=True)
+
+
+def without_tags(_shard: int, batches: Batches) -> Batches:
+    """The add type without its `tags` field (which no answer reads)."""
+    add_type = batches[0].schema.field("add").type
+    kept = [add_type.field(i) for i in range(add_type.num_fields) if add_type.field(i).name != "tags"]
+
+    def changed(batch: pa.RecordBatch) -> pa.RecordBatch:
+        adds = batch.column("add")
+        arrays = [adds.field(field.name) for field in kept]
+        struct = pa.StructArray.from_arrays(arrays, fields=kept, mask=adds.is_null())
+        return pa.record_batch(
+            [batch.column(0), batch.column(1), struct], names=["ordinal", "basename", "add"]
+        )
+
+    return [changed(batch) for batch in batches]
+
+
+def one_batch_more(shard: int, batches: Batches) -> Batches:
+    """An empty record batch after a bucket shard's buckets."""
+    return batches if shard == 0 else [*batches, batches[-1].slice(0, 0)]
+
+
+def one_row_moved(shard: int, batches: Batches) -> Batches:
+    """A bucket shard's first bucket one row longer, its last one row shorter: the same rows, cut
+    elsewhere."""
+    if shard == 0:
+        return batches
+    rows = [batch.num_rows for batch in batches]
+    rows[0], rows[-1] = rows[0] + 1, rows[-1] - 1
+    assert rows[-1] > 0
+    table = pa.Table.from_batches(batches).combine_chunks()
+    starts = [sum(rows[:i]) for i in range(len(rows))]
+    return [table.slice(start, count).to_batches()[0] for start, count in zip(starts, rows, strict=True)]
+
+
+@pytest.mark.parametrize("rewrite", [without_tags, one_batch_more, one_row_moved])
+def test_a_shard_written_otherwise_is_not_used(
+    tmp_path: Path, rewrite: Callable[[int, Batches], Batches], index_answers: list[bool]
+) -> None:
+    """Shards whose Arrow bytes the manifests vouch for (resealed) but whose content is not what they
+    say: an add type other than the manifest's `add_type`, more record batches than buckets, a bucket's
+    rows not its shard manifest's count. Each is refused, the answer the no-index one: the first two by
+    their own check alone (the schema's add type, the batch count), the third by its batch's row count
+    and by `_check_rows` (a bucket's names out of its bounds) both."""
+    root = table_of_37(tmp_path / "table", "classic")
+    pristine = pristine_index(root, tmp_path / "pristine")
+    folder = tmp_path / "case"
+    shutil.copytree(pristine, folder / pristine.name)
+    rewritten_shards(pristine, folder / pristine.name, rewrite)
+    assert outcome_with(root, CheckpointIndexes(str(folder))) == no_index_outcome(root)
+    assert index_answers and not any(index_answers)
 
 
 # --- one warning, then rebuilt ---------------------------------------------------------------------------
