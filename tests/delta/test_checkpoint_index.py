@@ -335,7 +335,7 @@ def test_every_shard_manifest_field_altered(
     tmp_path: Path, reseal: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Each one-field alteration of each shard manifest, its hash in the manifest left as written (found
-    by it) or made to match (a shard written wrong, not rotted: its bounds, row groups and block hashes
+    by it) or made to match (a shard written wrong, not rotted: its bounds, groups and block hashes
     are checked against the manifest and the Arrow bytes): the same answer, at most one warning."""
     root = table_of_37(tmp_path / "table", "classic")
     pristine = pristine_index(root, tmp_path / "pristine")

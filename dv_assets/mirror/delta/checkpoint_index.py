@@ -222,7 +222,7 @@ class ShardEntry:
 
 @dataclass(frozen=True)
 class Shard:
-    """A shard as its verified shard manifest describes it: its row groups' rows, each bucket's first
+    """A shard as its verified shard manifest describes it: its groups' rows, each bucket's first
     base name (none in the always-read shard), and the hashes of its Arrow bytes."""
 
     entry: ShardEntry
@@ -236,7 +236,7 @@ class Shard:
         return self.bucket_first[bucket + 1] if bucket + 1 < len(self.bucket_first) else self.following
 
     def groups_of(self, basenames: Iterable[str]) -> list[int]:
-        """The row groups holding these raw base names (all of them in the always-read shard)."""
+        """The groups holding these raw base names (all of them in the always-read shard)."""
         if not self.bucket_first:
             return list(range(len(self.group_rows)))
         return sorted({bisect_right(self.bucket_first, name) - 1 for name in basenames} - {-1})
@@ -619,19 +619,19 @@ def _verified_shard(handle: pa.NativeFile, index: CheckpointIndex, number: int |
 
 
 def _check_shard_shape(shard: Shard, first: str | None) -> None:
-    """A shard's row groups as the build cuts them: all its rows, none empty; a bucket shard's one first
+    """A shard's groups as the build cuts them: all its rows, none empty; a bucket shard's one first
     name per group, the first its own, in strictly increasing order below the next shard's."""
     if shard.blocks.size != shard.entry.arrow_bytes:
         raise IndexUnusable("a shard manifest's blocks do not cover its shard")
     if any(rows <= 0 for rows in shard.group_rows) or sum(shard.group_rows) != shard.entry.rows:
-        raise IndexUnusable("a shard manifest's row groups do not hold its rows")
+        raise IndexUnusable("a shard manifest's groups do not hold its rows")
     names = shard.bucket_first
     if first is None:
         if names:
             raise IndexUnusable("the always-read shard's manifest names buckets")
         return
     if len(names) != len(shard.group_rows) or names[0] != first:
-        raise IndexUnusable("a shard manifest's buckets are not its row groups from its first name")
+        raise IndexUnusable("a shard manifest's buckets are not its groups from its first name")
     if any(a >= b for a, b in pairwise(names)) or (
         shard.following is not None and names[-1] >= shard.following
     ):
@@ -660,7 +660,7 @@ def _verified_ipc(
     ):
         raise IndexUnusable("its adds file's columns are not the manifest's")
     if reader.num_record_batches != len(shard.group_rows):
-        raise IndexUnusable("a shard's record batches are not its shard manifest's row groups")
+        raise IndexUnusable("a shard's record batches are not its shard manifest's groups")
     return reader
 
 
@@ -937,7 +937,7 @@ def _write_groups(
 
 
 def _blocks(groups: list[tuple[int, int]]) -> Iterator[list[tuple[int, int]]]:
-    """Consecutive row groups [start, end) gathered into blocks of at least BLOCK_ROWS rows (the last may
+    """Consecutive groups [start, end) gathered into blocks of at least BLOCK_ROWS rows (the last may
     hold fewer)."""
     block: list[tuple[int, int]] = []
     for group in groups:
