@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from dv_assets.mirror.delta import checkpoint_index
@@ -256,16 +257,18 @@ def test_the_outside_suites_cases_are_not_trusted(tmp_path: Path, index_answers:
         assert index_answers == []  # never read
 
 
-@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("version", [1, 2, 3])
 def test_an_old_format_index_is_replaced(
     tmp_path: Path, version: int, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """An index of format version 1 (no digest) or 2 (one adds file, not in shards) is not used, and
-    replaced by the run's rebuild."""
+    """An index of format version 1 (no digest), 2 (one adds file, not in shards) or 3 (shards of
+    Parquet, not Arrow IPC) is not used, and replaced by the run's rebuild."""
     root = table_of_37(tmp_path / "table", "classic")
     pristine = pristine_index(root, tmp_path / "index")
     manifest = json.loads((pristine / checkpoint_index.MANIFEST).read_text())
-    del manifest["digest"], manifest["shards"]
+    del manifest["digest"]
+    if version < 3:
+        del manifest["shards"]
     old = manifest | {"format_version": version}
     _write_manifest(pristine, json.dumps(old).encode() if version == 1 else checkpoint_index._sealed(old))
     with caplog.at_level(logging.WARNING, logger=checkpoint_index.__name__):
@@ -276,13 +279,13 @@ def test_an_old_format_index_is_replaced(
 
 
 def shard_parts(folder: Path) -> tuple[dict[str, Any], list[tuple[bytes, dict[str, Any]]]]:
-    """The manifest, and each shard of the adds file (the always-read one first) as its Parquet bytes and
+    """The manifest, and each shard of the adds file (the always-read one first) as its Arrow bytes and
     its shard manifest's fields."""
     manifest = json.loads((folder / checkpoint_index.MANIFEST).read_text())
     data = (folder / checkpoint_index.ADDS).read_bytes()
     parts = []
     for entry in [manifest["always"], *manifest["shards"]]:
-        start, middle = entry["offset"], entry["offset"] + entry["parquet_bytes"]
+        start, middle = entry["offset"], entry["offset"] + entry["arrow_bytes"]
         parts.append((data[start:middle], json.loads(data[middle : middle + entry["manifest_bytes"]])))
     return manifest, parts
 
@@ -292,17 +295,20 @@ def write_shards(
 ) -> None:
     """The adds file of these shards; `reseal`: the manifest's entries (offsets, sizes, hashes) made its
     own and the manifest sealed again, as a build writing these shard manifests would."""
-    contents = [(parquet, json.dumps(fields, sort_keys=True).encode()) for parquet, fields in parts]
-    (folder / checkpoint_index.ADDS).write_bytes(b"".join(p + m for p, m in contents))
+    contents = [(arrow, json.dumps(fields, sort_keys=True).encode()) for arrow, fields in parts]
+    (folder / checkpoint_index.ADDS).write_bytes(b"".join(a + m for a, m in contents))
     if not reseal:
         return
     manifest = json.loads(json.dumps(manifest))
     offset = 0
-    for entry, (parquet, content) in zip([manifest["always"], *manifest["shards"]], contents, strict=True):
+    for entry, (arrow, content) in zip([manifest["always"], *manifest["shards"]], contents, strict=True):
         entry.update(
-            offset=offset, manifest_bytes=len(content), manifest_sha256=hashlib.sha256(content).hexdigest()
+            offset=offset,
+            arrow_bytes=len(arrow),
+            manifest_bytes=len(content),
+            manifest_sha256=hashlib.sha256(content).hexdigest(),
         )
-        offset += len(parquet) + len(content)
+        offset += len(arrow) + len(content)
     manifest["adds_bytes"] = offset
     _write_manifest(folder, checkpoint_index._sealed({k: v for k, v in manifest.items() if k != "digest"}))
 
@@ -312,9 +318,9 @@ def shard_manifest_cases(pristine: Path, *, reseal: bool) -> list[tuple[str, Cal
     to match it)."""
     manifest, parts = shard_parts(pristine)
     cases: list[tuple[str, Callable[[Path], None]]] = []
-    for number, (parquet, fields) in enumerate(parts):
+    for number, (arrow, fields) in enumerate(parts):
         for where, altered in alterations(fields):
-            changed = [*parts[:number], (parquet, altered), *parts[number + 1 :]]
+            changed = [*parts[:number], (arrow, altered), *parts[number + 1 :]]
             cases.append(
                 (
                     f"shard {number}{where}",
@@ -329,8 +335,8 @@ def test_every_shard_manifest_field_altered(
     tmp_path: Path, reseal: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Each one-field alteration of each shard manifest, its hash in the manifest left as written (found
-    by it) or made to match (a shard written wrong, not rotted: its bounds, row groups and block hashes
-    are checked against the manifest and the Parquet bytes): the same answer, at most one warning."""
+    by it) or made to match (a shard written wrong, not rotted: its bounds, groups and block hashes
+    are checked against the manifest and the Arrow bytes): the same answer, at most one warning."""
     root = table_of_37(tmp_path / "table", "classic")
     pristine = pristine_index(root, tmp_path / "pristine")
     manifest, parts = shard_parts(pristine)
@@ -397,8 +403,8 @@ def test_a_block_no_lookup_reads_does_not_stop_the_index(
 ) -> None:
     """Only the blocks a lookup reads are verified: a flipped byte elsewhere leaves the index answering
     (rightly: none of its bytes is used). Some flipped byte must be one (the index is not read whole):
-    600 files more, so that the adds file is larger than the Parquet reader's first read of its end
-    (64 KiB), in blocks of 8 KiB."""
+    600 files more, so that the adds file holds shards no lookup of these names reads, and record
+    batches of other buckets in the shards it reads, in blocks of 8 KiB."""
     monkeypatch.setattr(checkpoint_index, "VERIFY_BLOCK_BYTES", 8192)
     root = table_of_37(tmp_path / "table", "classic", more=600)
     pristine = pristine_index(root, tmp_path / "pristine")
@@ -413,6 +419,82 @@ def test_a_block_no_lookup_reads_does_not_stop_the_index(
         assert outcome_with(root, CheckpointIndexes(str(folder))) == expected
         answered.append(bool(index_answers) and all(index_answers))
     assert any(answered) and not all(answered)
+
+
+Batches = list[pa.RecordBatch]
+
+
+def rewritten_shards(pristine: Path, folder: Path, rewrite: Callable[[int, Batches], Batches]) -> None:
+    """Every shard's record batches rewritten (`rewrite(shard, batches)`, 0 the always-read shard),
+    written as the build writes a shard, and sealed as the build would: block hashes, shard manifests
+    and manifest made to match, so that only the checks of the shards' own content can tell."""
+    manifest, parts = shard_parts(pristine)
+    changed = []
+    for number, (arrow, fields) in enumerate(parts):
+        reader = pa.ipc.open_file(pa.py_buffer(arrow))
+        batches = rewrite(number, [reader.get_batch(i) for i in range(reader.num_record_batches)])
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_file(sink, batches[0].schema, options=checkpoint_index._WRITE_OPTIONS) as writer:
+            for batch in batches:
+                writer.write_batch(batch)
+        data = sink.getvalue().to_pybytes()
+        width = checkpoint_index.VERIFY_BLOCK_BYTES
+        hashes = [hashlib.sha256(data[i : i + width]).hexdigest() for i in range(0, len(data), width)]
+        blocks = {"size": len(data), "block_bytes": width, "block_sha256": hashes}
+        changed.append((data, {**fields, "blocks": blocks}))
+    write_shards(folder, manifest, changed, reseal=True)
+
+
+def without_tags(_shard: int, batches: Batches) -> Batches:
+    """The add type without its `tags` field (which no answer reads)."""
+    add_type = batches[0].schema.field("add").type
+    kept = [add_type.field(i) for i in range(add_type.num_fields) if add_type.field(i).name != "tags"]
+
+    def changed(batch: pa.RecordBatch) -> pa.RecordBatch:
+        adds = batch.column("add")
+        arrays = [adds.field(field.name) for field in kept]
+        struct = pa.StructArray.from_arrays(arrays, fields=kept, mask=adds.is_null())
+        return pa.record_batch(
+            [batch.column(0), batch.column(1), struct], names=["ordinal", "basename", "add"]
+        )
+
+    return [changed(batch) for batch in batches]
+
+
+def one_batch_more(shard: int, batches: Batches) -> Batches:
+    """An empty record batch after a bucket shard's buckets."""
+    return batches if shard == 0 else [*batches, batches[-1].slice(0, 0)]
+
+
+def one_row_moved(shard: int, batches: Batches) -> Batches:
+    """A bucket shard's first bucket one row longer, its last one row shorter: the same rows, cut
+    elsewhere."""
+    if shard == 0:
+        return batches
+    rows = [batch.num_rows for batch in batches]
+    rows[0], rows[-1] = rows[0] + 1, rows[-1] - 1
+    assert rows[-1] > 0
+    table = pa.Table.from_batches(batches).combine_chunks()
+    starts = [sum(rows[:i]) for i in range(len(rows))]
+    return [table.slice(start, count).to_batches()[0] for start, count in zip(starts, rows, strict=True)]
+
+
+@pytest.mark.parametrize("rewrite", [without_tags, one_batch_more, one_row_moved])
+def test_a_shard_written_otherwise_is_not_used(
+    tmp_path: Path, rewrite: Callable[[int, Batches], Batches], index_answers: list[bool]
+) -> None:
+    """Shards whose Arrow bytes the manifests vouch for (resealed) but whose content is not what they
+    say: an add type other than the manifest's `add_type`, more record batches than buckets, a bucket's
+    rows not its shard manifest's count. Each is refused, the answer the no-index one: the first two by
+    their own check alone (the schema's add type, the batch count), the third by its batch's row count
+    and by `_check_rows` (a bucket's names out of its bounds) both."""
+    root = table_of_37(tmp_path / "table", "classic")
+    pristine = pristine_index(root, tmp_path / "pristine")
+    folder = tmp_path / "case"
+    shutil.copytree(pristine, folder / pristine.name)
+    rewritten_shards(pristine, folder / pristine.name, rewrite)
+    assert outcome_with(root, CheckpointIndexes(str(folder))) == no_index_outcome(root)
+    assert index_answers and not any(index_answers)
 
 
 # --- one warning, then rebuilt ---------------------------------------------------------------------------
@@ -470,20 +552,49 @@ def test_a_damaged_index_warns_once_and_is_rebuilt(
         assert_one_warning_then_rebuilt(root, tmp_path / "index", pristine, caplog)
 
 
-def test_an_index_a_lookup_would_refuse_is_not_left_behind(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+def test_a_base_name_of_5000_characters_is_indexed_and_used(
+    tmp_path: Path, index_answers: list[bool], caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A base name of over 4 KiB has no Parquet statistics, so a lookup could not check its bucket: the
-    build finds so once (one warning), removes the folder, and the run answers without an index."""
+    """Format 3 could not index a base name of over 4 KiB (Parquet writes no statistics for it, and its
+    bucket could not be checked); format 4 checks a bucket by its rows, so the index is built, used
+    without a warning, and answers as the checkpoint does."""
     root = tmp_path / "table"
     long_name = "n" * 5000 + ".parquet"
     write_log(root, [base_commit(*(add(f"part-{i:02d}.parquet") for i in range(8)), add(long_name))])
     write_checkpoint(root, 0, "classic", random.Random(0))
-    write_log(root, [[info("DELETE"), remove("part-03.parquet")]], first=1)
+    write_log(
+        root, [[info("DELETE"), remove("part-03.parquet")], [info("DELETE"), remove(long_name)]], first=1
+    )
     indexes = CheckpointIndexes(str(tmp_path / "index"))
     with caplog.at_level(logging.WARNING, logger=checkpoint_index.__name__):
-        assert DeltaTable(root).index_checkpoint(indexes, 1) is None
-    assert len([r for r in caplog.records if r.name == checkpoint_index.__name__]) == 1
+        assert DeltaTable(root).index_checkpoint(indexes, 2) is not None
+        expected = changes_outcome(DeltaTable(root, restricted_replay=False), 1, 2)
+        outcome = changes_outcome(
+            DeltaTable(root, checkpoint_indexes=CheckpointIndexes(str(tmp_path / "index"))), 1, 2
+        )
+    assert outcome == expected
+    assert index_answers and all(index_answers)
+    assert [r for r in caplog.records if r.name == checkpoint_index.__name__] == []
+    assert len(list((tmp_path / "index").iterdir())) == 1
+
+
+def test_an_index_a_lookup_would_refuse_is_not_left_behind(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A build that cuts buckets wrong (here: a fault put in on purpose, buckets of exactly 4 rows cut
+    between the two adds of `x.parquet`, listed twice) writes an index a lookup refuses (a bucket holds
+    the next one's first name): the build finds so once (one warning), removes the folder, and the run
+    answers without an index."""
+    root = table_of_37(tmp_path / "table", "twice")
+
+    def cut_every_4(names):
+        return ((start, min(start + 4, len(names))) for start in range(0, len(names), 4))
+
+    monkeypatch.setattr(checkpoint_index, "_bucket_bounds", cut_every_4)
+    indexes = CheckpointIndexes(str(tmp_path / "index"))
+    with caplog.at_level(logging.WARNING, logger=checkpoint_index.__name__):
+        assert DeltaTable(root).index_checkpoint(indexes, LATEST) is None
+    warnings = [r.getMessage() for r in caplog.records if r.name == checkpoint_index.__name__]
+    assert len(warnings) == 1 and "within its manifest's bounds" in warnings[0], warnings
     assert list((tmp_path / "index").iterdir()) == []
-    expected = changes_outcome(DeltaTable(root, restricted_replay=False), 1, 1)
-    assert changes_outcome(DeltaTable(root, checkpoint_indexes=indexes), 1, 1) == expected
+    assert outcome_with(root, indexes) == no_index_outcome(root)

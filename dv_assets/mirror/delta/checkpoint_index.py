@@ -5,22 +5,25 @@ per shard grows with the checkpoint.
 A checkpoint is immutable. The first time a run ends with a checkpoint to continue from, the mirror writes
 an index of it into a folder it owns (`CheckpointIndexes`, under the Iceberg table's location): the
 checkpoint's adds, exactly the Arrow rows a restricted replay reads of it (`DeltaLog.checkpoint_contents`:
-the columns of `read_checkpoint(stats=False)`), with their ordinal in the checkpoint, in row groups that are
+the columns of `read_checkpoint(stats=False)`), with their ordinal in the checkpoint, in groups (record
+batches) that are
 
 * first the adds `AddCandidates` admits whatever it is asked (`always_admitted`: decoding may change
   their base name), read by every lookup;
-* then buckets: the other adds sorted by raw base name, cut into row groups of about BUCKET_ROWS rows,
+* then buckets: the other adds sorted by raw base name, cut into groups of about BUCKET_ROWS rows,
   never between two adds of one base name.
 
-The row groups are cut into shards, each a whole Parquet file with a small footer: the always-read groups
-one shard, then SHARD_BUCKETS buckets a shard. The adds file is the shards one after another, each
-followed by its shard manifest (JSON: its row counts, each bucket's first name, its own first name and the
-next shard's, and one SHA-256 per block of VERIFY_BLOCK_BYTES of its Parquet bytes). The index's manifest
-(JSON, written last: an index without one does not exist) holds the checkpoint's files with their size
-and modification time (parts and sidecars), its other actions (protocol, metaData, ...) as it has them,
-the base names `AddCandidates(∅).repeated` finds over the whole checkpoint, and per shard where it lies,
-its rows, its first base name and the SHA-256 of its shard manifest: one entry per SHARD_BUCKETS *
-BUCKET_ROWS adds (~300 at 10 million).
+The groups are cut into shards, each a whole Arrow IPC file (one record batch a group, zstd-compressed;
+format 3's Parquet shards cost five times as much to open and read a bucket of, their footer of
+column-chunk metadata decoded whole every open): the always-read groups one shard, then SHARD_BUCKETS
+buckets a shard. The adds file is the shards one after another, each followed by its shard manifest
+(JSON: its row counts, each bucket's first name, its own first name and the next shard's, and one SHA-256
+per block of VERIFY_BLOCK_BYTES of its Arrow bytes). The index's manifest (JSON, written last: an index
+without one does not exist) holds the checkpoint's files with their size and modification time (parts
+and sidecars), its other actions (protocol, metaData, ...) as it has them, the base names
+`AddCandidates(∅).repeated` finds over the whole checkpoint, and per shard where it lies, its rows, its
+first base name and the SHA-256 of its shard manifest: one entry per SHARD_BUCKETS * BUCKET_ROWS adds
+(~300 at 10 million).
 
 A restricted replay with base names K then reads the always-read shard and, of the shards K's names fall
 in, K's buckets, restores checkpoint order by ordinal and filters with `AddCandidates(K)`: every add it
@@ -38,23 +41,27 @@ removed once a new index is written, `remove_older`); a damaged index is never a
   before any is read (its copies of the checkpoint's protocol and metaData included: they are kept, not
   read from the checkpoint, because that would open every part of it and read every row group of its
   non-add columns, the reads the index is there to save);
-* a shard is used only once its shard manifest's SHA-256 is the manifest's, and its Parquet bytes are
-  verified a block at a time (`BlockHashes`): the Parquet reader is handed only bytes of blocks that
-  matched, and a lookup fetches only the blocks it reads (a footer, a few row groups);
+* a shard is used only once its shard manifest's SHA-256 is the manifest's, and its Arrow bytes are
+  verified a block at a time (`BlockHashes`): the IPC reader is handed only bytes of blocks that matched
+  (so no checksum of its own is needed: format 3's Parquet page checksums are gone), and a lookup fetches
+  only the blocks it reads (a footer, a few record batches);
 * what the manifests say of the adds file is cross-checked against it: the shards laid end to end over
   the whole file, their rows adding up; a shard's own first name and its next shard's against the
   manifest's (so a name is looked for in the one shard that can hold it, whichever shards are read); its
-  row counts and the add type against its footer, the first name of each bucket read and of the one
-  after it against the footer's statistics of its base names (and the next bucket's first name against
-  their maximum: a first name written wrong would send a name to the bucket before its own), the shape
-  of its row groups (one first name per bucket, in order), and the rows read: ordinals in range and
-  unique, base names those of their paths, the always-read rows exactly those `always_admitted` admits,
-  each bucket's names within its bounds;
+  schema (column names, `ordinal` int64, `basename` string, the add type the manifest's), its record
+  batches as many as its groups and each batch read holding its group's rows; the shape of its groups
+  (one first name per bucket, in order); the rows read: ordinals in range and unique, base names those
+  of their paths, the always-read rows exactly those `always_admitted` admits, each bucket's names
+  within its bounds (its smallest its first name, its largest below the next bucket's); and the rows of
+  the bucket after each bucket read, read for that only: its names within its bounds too (a first name
+  written wrong would send a name to the bucket before its own, whose rows could not tell; format 3
+  checked the same against its footer's statistics);
 * the checkpoint's files (names, sizes, modification times: a rewritten or replaced checkpoint is another
   one), the table root and the checkpoint version must be the ones the index was made of.
 
 A run verifies the manifest whole (O(shards)) and, of the adds file, only the shards it reads; the build
-verifies every shard's footer once, so that an index no lookup would accept is not left behind.
+verifies every shard as a lookup would (shard manifest, schema, every record batch's rows and bounds)
+once, so that an index no lookup would accept is not left behind.
 """
 
 from __future__ import annotations
@@ -72,7 +79,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from dv_assets.mirror.delta.actions import parse_actions
 from dv_assets.mirror.delta.add_candidates import AddCandidates, always_admitted, raw_basenames
@@ -85,26 +91,35 @@ from dv_assets.mirror.io import FileInfo, FileIO
 FORMAT = "dvmirror-delta-checkpoint-index"
 # 2: the manifest's digest, the adds file's block hashes and base-name statistics (an index of version 1
 # is not used, and replaced by the run). 3: the adds file in shards, each with its shard manifest, so that
-# a run reads and verifies what it uses, not a footer and block list that grow with the checkpoint.
-FORMAT_VERSION = 3
+# a run reads and verifies what it uses, not a footer and block list that grow with the checkpoint. 4: each
+# shard an Arrow IPC file, not a Parquet file (opening one and reading a bucket costs a fifth as much).
+FORMAT_VERSION = 4
 MANIFEST = "manifest.json"
-ADDS = "adds.parquet"  # the shards, each a Parquet file, one after another (the name every format used)
+# The shards one after another. Each is an Arrow IPC file since format 4; the name every format used is
+# kept, so that the mirror (`_remove`) and `dvmirror drop` name the same two files in a folder of any format.
+ADDS = "adds.parquet"
 FOLDER_PREFIX = "dvmirror-checkpoint-"
 # Rows per bucket: a lookup of K base names reads at most |K| buckets (and the always-read rows), each
 # decoded and checked whole: most of a lookup's work is in proportion to it.
 BUCKET_ROWS = 512
-# Buckets per shard: a lookup verifies the footer and shard manifest of each shard it reads (64 row
-# groups, ~7 KiB of JSON), and the manifest holds one entry per shard (~300 at 10 million adds).
+# Buckets per shard: a lookup verifies the footer and shard manifest of each shard it reads (64 record
+# batches, ~7 KiB of JSON), and the manifest holds one entry per shard (~300 at 10 million adds).
 SHARD_BUCKETS = 64
 # Rows copied into index order at a time while writing (what the build holds besides the checkpoint's adds).
 BLOCK_ROWS = 1 << 16
-# Bytes per verified block of a shard's Parquet bytes: a lookup fetches and hashes the blocks it reads,
-# about one more per row group than it needs; a shard manifest holds one SHA-256 per block.
-VERIFY_BLOCK_BYTES = 1 << 18
+# Bytes per verified block of a shard's Arrow bytes: a lookup fetches and hashes the blocks it reads,
+# about one more per record batch than it needs; a shard manifest holds one SHA-256 per block.
+VERIFY_BLOCK_BYTES = 64 << 10
 # What reading an index or a checkpoint may raise besides MirrorInputError while building: no index then.
 _READ_ERRORS = (OSError, pa.ArrowException, ValueError, KeyError, TypeError)
 _ADD_COLUMNS = ("ordinal", "basename", "add")
-_BASENAME_COLUMN = 1  # the Parquet leaf column of `basename` (`ordinal` is 0, the add's leaves follow)
+# Each shard's record batches compressed with zstd: 1.7 MB a shard of 32,768 adds against 6.8 MB plain
+# (lz4: 2.9 MB) and about as fast to read, so fewer blocks to fetch and hash.
+_WRITE_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
+_READ_OPTIONS = pa.ipc.IpcReadOptions(use_threads=False)
+_READ_NAMES_OPTIONS = pa.ipc.IpcReadOptions(
+    use_threads=False, included_fields=[_ADD_COLUMNS.index("basename")]
+)
 _REASON_CHARS = 300
 
 _LOG = logging.getLogger(__name__)
@@ -143,7 +158,7 @@ class SourceFile:
 
 @dataclass(frozen=True)
 class BlockHashes:
-    """A shard's Parquet bytes as written: their size and the SHA-256 of each block of `block_bytes` (the
+    """A shard's Arrow bytes as written: their size and the SHA-256 of each block of `block_bytes` (the
     last one shorter), what every byte a lookup reads of them is verified against (`_VerifiedFile`)."""
 
     size: int
@@ -166,35 +181,35 @@ class BlockHashes:
 
 @dataclass(frozen=True)
 class ShardEntry:
-    """Where a shard lies in the adds file (its Parquet bytes, then its shard manifest's), its rows, and
+    """Where a shard lies in the adds file (its Arrow bytes, then its shard manifest's), its rows, and
     the SHA-256 of its shard manifest: the manifest's entry for it."""
 
     offset: int
-    parquet_bytes: int
+    arrow_bytes: int
     manifest_bytes: int
     manifest_sha256: str
     rows: int
 
     @classmethod
     def from_json(cls, value: Any) -> ShardEntry:
-        fields = ("offset", "parquet_bytes", "manifest_bytes", "manifest_sha256", "rows")
+        fields = ("offset", "arrow_bytes", "manifest_bytes", "manifest_sha256", "rows")
         if not isinstance(value, dict) or set(value) != set(fields):
             raise IndexUnusable("a shard entry of its manifest is not one")
         entry = cls(
             _int(value["offset"], "shard offset"),
-            _int(value["parquet_bytes"], "shard size"),
+            _int(value["arrow_bytes"], "shard size"),
             _int(value["manifest_bytes"], "shard manifest size"),
             _str(value["manifest_sha256"], "shard manifest hash"),
             _int(value["rows"], "shard rows"),
         )
-        if entry.offset < 0 or min(entry.parquet_bytes, entry.manifest_bytes, entry.rows) <= 0:
+        if entry.offset < 0 or min(entry.arrow_bytes, entry.manifest_bytes, entry.rows) <= 0:
             raise IndexUnusable("a shard entry of its manifest is empty or out of the adds file")
         return entry
 
     def to_json(self) -> dict[str, Any]:
         return {
             "offset": self.offset,
-            "parquet_bytes": self.parquet_bytes,
+            "arrow_bytes": self.arrow_bytes,
             "manifest_bytes": self.manifest_bytes,
             "manifest_sha256": self.manifest_sha256,
             "rows": self.rows,
@@ -202,13 +217,13 @@ class ShardEntry:
 
     @property
     def end(self) -> int:
-        return self.offset + self.parquet_bytes + self.manifest_bytes
+        return self.offset + self.arrow_bytes + self.manifest_bytes
 
 
 @dataclass(frozen=True)
 class Shard:
-    """A shard as its verified shard manifest describes it: its row groups' rows, each bucket's first
-    base name (none in the always-read shard), and the hashes of its Parquet bytes."""
+    """A shard as its verified shard manifest describes it: its groups' rows, each bucket's first
+    base name (none in the always-read shard), and the hashes of its Arrow bytes."""
 
     entry: ShardEntry
     group_rows: tuple[int, ...]
@@ -221,7 +236,7 @@ class Shard:
         return self.bucket_first[bucket + 1] if bucket + 1 < len(self.bucket_first) else self.following
 
     def groups_of(self, basenames: Iterable[str]) -> list[int]:
-        """The row groups holding these raw base names (all of them in the always-read shard)."""
+        """The groups holding these raw base names (all of them in the always-read shard)."""
         if not self.bucket_first:
             return list(range(len(self.group_rows)))
         return sorted({bisect_right(self.bucket_first, name) - 1 for name in basenames} - {-1})
@@ -389,9 +404,9 @@ class CheckpointIndexes:
         self, log: DeltaLog, checkpoint: Checkpoint, infos: Mapping[str, FileInfo]
     ) -> CheckpointIndex | None:
         """Write the index of `checkpoint` (whose files `infos` describes) into a new folder, the manifest
-        last, and return it as `find` would, its adds file's footer verified; None when the checkpoint
-        cannot be indexed, or reading or writing fails (nothing is then used; a partial folder without
-        its manifest is never read)."""
+        last, and return it as `find` would, every shard verified as a lookup verifies it; None when the
+        checkpoint cannot be indexed, or reading or writing fails (nothing is then used; a partial folder
+        without its manifest is never read)."""
         if any(infos.get(f.name) is None for f in checkpoint.files):
             return None
         try:
@@ -418,7 +433,7 @@ class CheckpointIndexes:
                 "actions": contents.actions,
                 "rows": 0 if adds is None else len(adds),
                 **written.to_json(),
-                "add_type": "" if adds is None else str(adds.type),
+                "add_type": "" if adds is None else str(_stored_type(adds.type)),
                 "repeated": [] if ordered is None else sorted(ordered.repeated),
             }
             self._io.write(f"{folder}/{MANIFEST}", _sealed(manifest))
@@ -427,20 +442,24 @@ class CheckpointIndexes:
         if self._folders is not None:
             self._folders.append(folder)
         index = self.find(log, checkpoint, infos)
-        return index if index is None or self._footer_verifies(index) else None
+        return index if index is None or self._shards_verify(index) else None
 
-    def _footer_verifies(self, index: CheckpointIndex) -> bool:
-        """Whether a lookup will accept every shard's shard manifest and footer (a bucket's statistics may
-        be missing, for a base name of over 4 KiB): checked once here, so that an index that would never
-        be used is not left to be found, doubted and rebuilt by every run."""
+    def _shards_verify(self, index: CheckpointIndex) -> bool:
+        """Whether a lookup will accept every shard's shard manifest, schema and record batches (their
+        rows and each bucket's bounds): checked once here, so that an index that would never be used is
+        not left to be found, doubted and rebuilt by every run."""
         if not index.rows:
             return True
         try:
             with self._io.open_input(f"{index.folder}/{ADDS}") as handle:
                 shards: list[int | None] = [None] if index.always is not None else []
-                for shard in [*shards, *range(len(index.shards))]:
-                    verified = _verified_shard(handle, index, shard)
-                    _verified_parquet(handle, index, verified, range(len(verified.group_rows)))
+                for number in [*shards, *range(len(index.shards))]:
+                    shard = _verified_shard(handle, index, number)
+                    reader = _verified_ipc(_shard_source(handle, shard), index, shard)
+                    for group in range(len(shard.group_rows)):
+                        batch = _batch(reader, shard, group)
+                        if shard.bucket_first:
+                            _check_bucket_names(shard, group, batch.column("basename"))
         except Exception as exc:  # the index is not used: no answer depends on it
             self._reject(index.folder, exc)
             self._remove(index.folder)
@@ -578,7 +597,7 @@ def _verified_shard(handle: pa.NativeFile, index: CheckpointIndex, number: int |
     manifest's SHA-256 is the index manifest's and its bounds are the index manifest's."""
     entry = index.always if number is None else index.shards[number]
     assert entry is not None
-    content = handle.read_at(entry.manifest_bytes, entry.offset + entry.parquet_bytes)
+    content = handle.read_at(entry.manifest_bytes, entry.offset + entry.arrow_bytes)
     if hashlib.sha256(content).hexdigest() != entry.manifest_sha256:
         raise IndexUnusable(f"the shard manifest at byte {entry.offset} is not the one written")
     fields = json.loads(content)
@@ -600,33 +619,39 @@ def _verified_shard(handle: pa.NativeFile, index: CheckpointIndex, number: int |
 
 
 def _check_shard_shape(shard: Shard, first: str | None) -> None:
-    """A shard's row groups as the build cuts them: all its rows, none empty; a bucket shard's one first
+    """A shard's groups as the build cuts them: all its rows, none empty; a bucket shard's one first
     name per group, the first its own, in strictly increasing order below the next shard's."""
-    if shard.blocks.size != shard.entry.parquet_bytes:
+    if shard.blocks.size != shard.entry.arrow_bytes:
         raise IndexUnusable("a shard manifest's blocks do not cover its shard")
     if any(rows <= 0 for rows in shard.group_rows) or sum(shard.group_rows) != shard.entry.rows:
-        raise IndexUnusable("a shard manifest's row groups do not hold its rows")
+        raise IndexUnusable("a shard manifest's groups do not hold its rows")
     names = shard.bucket_first
     if first is None:
         if names:
             raise IndexUnusable("the always-read shard's manifest names buckets")
         return
     if len(names) != len(shard.group_rows) or names[0] != first:
-        raise IndexUnusable("a shard manifest's buckets are not its row groups from its first name")
+        raise IndexUnusable("a shard manifest's buckets are not its groups from its first name")
     if any(a >= b for a, b in pairwise(names)) or (
         shard.following is not None and names[-1] >= shard.following
     ):
         raise IndexUnusable("a shard manifest's bucket first names are not in strictly increasing order")
 
 
-def _verified_parquet(
-    handle: pa.NativeFile, index: CheckpointIndex, shard: Shard, groups: Iterable[int]
-) -> pq.ParquetFile:
-    """A shard as Parquet, read through its block hashes, its footer checked against its shard manifest
-    (the statistics of the buckets `groups` and of the bucket after each)."""
-    source = pa.PythonFile(_VerifiedFile(handle, shard.entry.offset, shard.blocks), mode="r")
-    parquet = pq.ParquetFile(source, page_checksum_verification=True)
-    schema = parquet.schema_arrow
+def _shard_source(handle: pa.NativeFile, shard: Shard) -> pa.NativeFile:
+    """A shard's Arrow bytes as the IPC reader reads them, through its block hashes: the reader is handed
+    only bytes of blocks that matched (no other check of its bytes is needed), and only those it reads
+    are fetched (its footer, the record batches asked for)."""
+    return pa.PythonFile(_VerifiedFile(handle, shard.entry.offset, shard.blocks), mode="r")
+
+
+def _verified_ipc(
+    source: pa.NativeFile, index: CheckpointIndex, shard: Shard
+) -> pa.ipc.RecordBatchFileReader:
+    """A shard as an Arrow IPC file (`_shard_source`), its schema the manifest's and its record batches as
+    many as its shard manifest's buckets."""
+    reader = pa.ipc.open_file(source, options=_READ_OPTIONS)
+    schema = reader.schema
     if (
         tuple(schema.names) != _ADD_COLUMNS
         or schema.field("ordinal").type != pa.int64()
@@ -634,32 +659,44 @@ def _verified_parquet(
         or str(schema.field("add").type) != index.add_type
     ):
         raise IndexUnusable("its adds file's columns are not the manifest's")
-    metadata = parquet.metadata
-    if tuple(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)) != shard.group_rows:
-        raise IndexUnusable("a shard's row groups are not its shard manifest's")
-    if shard.bucket_first:  # not the always-read shard
-        checked = {g for group in groups for g in (group, group + 1) if g < len(shard.bucket_first)}
-        _check_bucket_statistics(metadata, shard, sorted(checked))
-    return parquet
+    if reader.num_record_batches != len(shard.group_rows):
+        raise IndexUnusable("a shard's record batches are not its shard manifest's groups")
+    return reader
 
 
-def _check_bucket_statistics(metadata: pq.FileMetaData, shard: Shard, buckets: list[int]) -> None:
-    """These buckets' base names, by the footer's statistics: the smallest its first name, the largest
-    below the next bucket's. A lookup checks the buckets it reads and the one after each: a first name
-    written wrong would send a name to the bucket before its own, whose rows could not tell."""
-    for bucket in buckets:
-        column = metadata.row_group(bucket).column(_BASENAME_COLUMN)
-        stats = column.statistics
-        if column.path_in_schema != "basename" or stats is None or not stats.has_min_max or stats.null_count:
-            raise IndexUnusable(f"its adds file has no base-name statistics for bucket {bucket}")
-        following = shard.bucket_following(bucket)
-        if stats.min != shard.bucket_first[bucket] or (following is not None and stats.max >= following):
-            raise IndexUnusable(f"bucket {bucket}'s base names are not within its manifest's bounds")
+def _batch(reader: pa.ipc.RecordBatchFileReader, shard: Shard, group: int) -> pa.RecordBatch:
+    """Record batch `group` of a shard, its rows as many as its shard manifest gives."""
+    batch = reader.get_batch(group)
+    if batch.num_rows != shard.group_rows[group]:
+        raise IndexUnusable(f"a shard's record batch {group} does not hold its shard manifest's rows")
+    return batch
+
+
+def _check_bucket_names(shard: Shard, bucket: int, names: pa.Array | pa.ChunkedArray) -> None:
+    """A bucket's base names (all its rows'): the smallest its first name, the largest below the next
+    bucket's first name."""
+    low, high = (v.as_py() for v in pc.min_max(names).values())
+    following = shard.bucket_following(bucket)
+    if low != shard.bucket_first[bucket] or (following is not None and high >= following):
+        raise IndexUnusable(f"bucket {bucket}'s rows are not within its manifest's bounds")
+
+
+def _check_buckets_after(source: pa.NativeFile, shard: Shard, groups: list[int]) -> None:
+    """The bucket after each bucket read, in the same shard and not read itself, read too (its base names
+    only, by a second reader of the shard whose schema `_verified_ipc` checked: the adds are most of a
+    bucket's bytes and of its decoding) and its base names checked against its bounds: a first name
+    written wrong would send a name to the bucket before its own, whose rows could not tell (the buckets
+    read are checked by `_check_rows`)."""
+    after = sorted({group + 1 for group in groups} - set(groups) - {len(shard.bucket_first)})
+    if after:
+        names = pa.ipc.open_file(source, options=_READ_NAMES_OPTIONS)
+        for bucket in after:
+            _check_bucket_names(shard, bucket, _batch(names, shard, bucket).column(0))
 
 
 @dataclass(frozen=True)
 class _ShardRead:
-    """What a lookup read of one shard: its row groups `groups`, all of their rows."""
+    """What a lookup read of one shard: its buckets (record batches) `groups`, all of their rows."""
 
     shard: Shard
     groups: list[int]
@@ -670,10 +707,14 @@ def _read_shard(
     handle: pa.NativeFile, index: CheckpointIndex, number: int | None, names: list[str]
 ) -> _ShardRead:
     """The buckets of `names` in bucket shard `number` (None: the always-read shard, whole), read through
-    its verified shard manifest and block hashes."""
+    its verified shard manifest and block hashes; the bucket after each checked too."""
     shard = _verified_shard(handle, index, number)
     groups = shard.groups_of(names)
-    table = _verified_parquet(handle, index, shard, groups).read_row_groups(groups, use_threads=False)
+    source = _shard_source(handle, shard)
+    reader = _verified_ipc(source, index, shard)
+    table = pa.Table.from_batches([_batch(reader, shard, group) for group in groups], reader.schema)
+    if shard.bucket_first:  # not the always-read shard
+        _check_buckets_after(source, shard, groups)
     return _ShardRead(shard, groups, table)
 
 
@@ -695,10 +736,7 @@ def _check_rows(index: CheckpointIndex, reads: list[_ShardRead], table: pa.Table
     for read in reads[0 if index.always is None else 1 :]:
         for group in read.groups:
             rows = read.shard.group_rows[group]
-            low, high = (v.as_py() for v in pc.min_max(names.slice(start, rows)).values())
-            following = read.shard.bucket_following(group)
-            if low != read.shard.bucket_first[group] or (following is not None and high >= following):
-                raise IndexUnusable(f"bucket {group}'s rows are not within its manifest's bounds")
+            _check_bucket_names(read.shard, group, names.slice(start, rows))
             start += rows
 
 
@@ -715,7 +753,7 @@ def _check_ordinals(index: CheckpointIndex, table: pa.Table) -> None:
 
 
 class _VerifiedFile:
-    """A shard's Parquet bytes (those at `offset` of the adds file) as the Parquet reader reads them
+    """A shard's Arrow bytes (those at `offset` of the adds file) as the Arrow IPC reader reads them
     (`read`, `seek`, `tell`), every byte handed out from a block whose SHA-256 is its shard manifest's: a
     block that differs raises before any of it is used. Only the blocks read are fetched, consecutive
     missing ones in one read."""
@@ -846,7 +884,7 @@ def _strs(value: Any, what: str) -> tuple[str, ...]:
 
 
 class _ShardWriter:
-    """Writes shards one after another into the adds file: each one's Parquet bytes (hashed as written),
+    """Writes shards one after another into the adds file: each one's Arrow bytes (hashed as written),
     then its shard manifest; `position` is where the next one starts."""
 
     def __init__(self, out: pa.NativeFile, adds: pa.ChunkedArray, ordered: _Ordered) -> None:
@@ -857,15 +895,12 @@ class _ShardWriter:
         self.position = 0
 
     def write(self, groups: list[tuple[int, int]], first: str | None, following: str | None) -> ShardEntry:
-        """The shard of row groups [start, end) of the adds in index order: a bucket shard has its first
-        base name and the next shard's (`first` None: the always-read shard, no buckets)."""
-        # Statistics of the base names only: what checks each bucket's first name against the file, in a
-        # small footer (nothing reads the others). Page checksums: a page of the file that rotted is
-        # refused on reading, never read as other rows.
-        options = {"write_statistics": ["basename"], "write_page_checksum": True}
+        """The shard of buckets [start, end) of the adds in index order, one record batch each: a bucket
+        shard has its first base name and the next shard's (`first` None: the always-read shard, no
+        buckets)."""
         sink = _HashingSink(self._out, VERIFY_BLOCK_BYTES)
-        with pq.ParquetWriter(sink, self._schema, **options) as writer:
-            _write_groups(writer, self._adds, self._ordered, groups)
+        with pa.ipc.new_file(sink, self._schema, options=_WRITE_OPTIONS) as writer:
+            _write_groups(writer, self._schema, self._adds, self._ordered, groups)
         names = self._ordered.names
         manifest = {
             "group_rows": [end - start for start, end in groups],
@@ -884,21 +919,25 @@ class _ShardWriter:
 
 
 def _write_groups(
-    writer: pq.ParquetWriter, adds: pa.ChunkedArray, ordered: _Ordered, groups: list[tuple[int, int]]
+    writer: pa.ipc.RecordBatchFileWriter,
+    schema: pa.Schema,
+    adds: pa.ChunkedArray,
+    ordered: _Ordered,
+    groups: list[tuple[int, int]],
 ) -> None:
-    """The row groups [start, end) of the adds in index order, copied a block of groups at a time (not all
-    at once)."""
+    """The buckets [start, end) of the adds in index order, one record batch each, copied a block of
+    buckets at a time (not all at once)."""
     for block in _blocks(groups):
         first, last = block[0][0], block[-1][1]
         order = ordered.order.slice(first, last - first)
-        columns = [order, ordered.names.slice(first, last - first), adds.take(order)]
-        table = pa.table(columns, schema=writer.schema)
+        columns = [order, ordered.names.slice(first, last - first), adds.take(order).combine_chunks()]
+        batch = pa.record_batch(columns, schema=schema)
         for start, end in block:
-            writer.write_table(table.slice(start - first, end - start), row_group_size=end - start)
+            writer.write_batch(batch.slice(start - first, end - start))
 
 
 def _blocks(groups: list[tuple[int, int]]) -> Iterator[list[tuple[int, int]]]:
-    """Consecutive row groups [start, end) gathered into blocks of at least BLOCK_ROWS rows (the last may
+    """Consecutive groups [start, end) gathered into blocks of at least BLOCK_ROWS rows (the last may
     hold fewer)."""
     block: list[tuple[int, int]] = []
     for group in groups:
@@ -954,6 +993,12 @@ def _ordered(adds: pa.ChunkedArray, table_root: str) -> _Ordered | None:
     repeated = candidates.repeated([location.rsplit("/", 1)[-1] for location in locations])
     order = pa.concat_arrays([first, others.take(by_name)]).cast(pa.int64())
     return _Ordered(order, names.take(order), len(first), frozenset(repeated))
+
+
+def _stored_type(add_type: pa.DataType) -> pa.DataType:
+    """The add type as a shard gives it back: Arrow IPC names a map's entries `entries` where the Parquet
+    reader names them after their column (`add_rows` reads neither name)."""
+    return pa.ipc.read_schema(pa.schema([("add", add_type)]).serialize()).field("add").type
 
 
 def _json_exact(actions: list[dict[str, Any]]) -> bool:
