@@ -97,6 +97,8 @@ FORMAT_VERSION = 4
 MANIFEST = "manifest.json"
 # The shards one after another. Each is an Arrow IPC file since format 4; the name every format used is
 # kept, so that the mirror (`_remove`) and `dvmirror drop` name the same two files in a folder of any format.
+# The shards, one after another. Arrow IPC since format 4, under the name every format used: what
+# `_remove` and `dvmirror drop` know an index folder holds (an older folder keeps its file under it).
 ADDS = "adds.parquet"
 FOLDER_PREFIX = "dvmirror-checkpoint-"
 # Rows per bucket: a lookup of K base names reads at most |K| buckets (and the always-read rows), each
