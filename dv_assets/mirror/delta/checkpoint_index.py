@@ -112,6 +112,8 @@ BLOCK_ROWS = 1 << 16
 # Bytes per verified block of a shard's Arrow bytes: a lookup fetches and hashes the blocks it reads,
 # about one more per record batch than it needs; a shard manifest holds one SHA-256 per block.
 VERIFY_BLOCK_BYTES = 64 << 10
+# Bytes of a shard written to the hashing sink at a time.
+WRITE_BUFFER_BYTES = 1 << 20
 # What reading an index or a checkpoint may raise besides MirrorInputError while building: no index then.
 _READ_ERRORS = (OSError, pa.ArrowException, ValueError, KeyError, TypeError)
 _ADD_COLUMNS = ("ordinal", "basename", "add")
@@ -901,8 +903,12 @@ class _ShardWriter:
         shard has its first base name and the next shard's (`first` None: the always-read shard, no
         buckets)."""
         sink = _HashingSink(self._out, VERIFY_BLOCK_BYTES)
-        with pa.ipc.new_file(sink, self._schema, options=_WRITE_OPTIONS) as writer:
+        # The IPC writer writes each buffer of each batch apart (~60 writes a bucket): coalesced here into
+        # WRITE_BUFFER_BYTES before they reach the hashing sink's Python code.
+        buffered = pa.BufferedOutputStream(pa.PythonFile(sink, mode="w"), buffer_size=WRITE_BUFFER_BYTES)
+        with pa.ipc.new_file(buffered, self._schema, options=_WRITE_OPTIONS) as writer:
             _write_groups(writer, self._schema, self._adds, self._ordered, groups)
+        buffered.flush()
         names = self._ordered.names
         manifest = {
             "group_rows": [end - start for start, end in groups],
