@@ -71,7 +71,7 @@ import json
 import logging
 import math
 import uuid
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from itertools import pairwise
@@ -112,6 +112,9 @@ BLOCK_ROWS = 1 << 16
 # Bytes per verified block of a shard's Arrow bytes: a lookup fetches and hashes the blocks it reads,
 # about one more per record batch than it needs; a shard manifest holds one SHA-256 per block.
 VERIFY_BLOCK_BYTES = 64 << 10
+# Adds per chunk the build copies rows from (`_take_rows` takes from each chunk for each block it copies;
+# a checkpoint is read in batches of ~8,000 adds: 1,222 chunks at ten million).
+REGROUP_ROWS = 1 << 20
 # Bytes of a shard written to the hashing sink at a time.
 WRITE_BUFFER_BYTES = 1 << 20
 # What reading an index or a checkpoint may raise besides MirrorInputError while building: no index then.
@@ -417,7 +420,7 @@ class CheckpointIndexes:
             contents = log.checkpoint_contents(checkpoint)
             if contents is None or not _json_exact(contents.actions):
                 return None
-            adds = pa.chunked_array(contents.adds) if contents.adds else None  # not copied
+            adds = _regrouped(contents.adds) if contents.adds else None
             ordered = None if adds is None else _ordered(adds, log.table_root)
             if adds is not None and ordered is None:
                 return None
@@ -938,10 +941,49 @@ def _write_groups(
     for block in _blocks(groups):
         first, last = block[0][0], block[-1][1]
         order = ordered.order.slice(first, last - first)
-        columns = [order, ordered.names.slice(first, last - first), adds.take(order).combine_chunks()]
+        columns = [order, ordered.names.slice(first, last - first), _take_rows(adds, order)]
         batch = pa.record_batch(columns, schema=schema)
         for start, end in block:
             writer.write_batch(batch.slice(start - first, end - start))
+
+
+def _regrouped(chunks: list[pa.StructArray]) -> pa.ChunkedArray:
+    """The checkpoint's adds in chunks of about REGROUP_ROWS, copied from `chunks` (emptied as it goes, each
+    freed once copied: the adds are held once, and one chunk more)."""
+    groups: list[pa.Array] = []
+    group: list[pa.Array] = []
+    rows = 0
+    chunks.reverse()  # taken from the end: each pop is O(1)
+    while chunks:
+        group.append(chunks.pop())
+        rows += len(group[-1])
+        if rows >= REGROUP_ROWS or not chunks:
+            groups.append(pa.concat_arrays(group))
+            group, rows = [], 0
+    return pa.chunked_array(groups)
+
+
+def _take_rows(adds: pa.ChunkedArray, rows: pa.Array) -> pa.Array:
+    """`adds.take(rows)` as one array, taken chunk by chunk: a take over a chunked array of structs
+    concatenates all its chunks first, every call, so the build's copy a block at a time was quadratic
+    (130 s of 194 at ten million adds: 1,222 chunks, 153 blocks); each take costs ~0.2 ms, hence chunks of
+    REGROUP_ROWS (`_regrouped`)."""
+    if adds.num_chunks == 1:
+        return adds.chunk(0).take(rows)
+    if not len(rows):
+        return pa.array([], adds.type)
+    by_row = pc.sort_indices(rows)
+    ascending = rows.take(by_row).to_pylist()
+    pieces: list[pa.Array] = []
+    start = 0
+    for chunk in adds.chunks:
+        end = start + len(chunk)
+        low, high = bisect_left(ascending, start), bisect_left(ascending, end)
+        if high > low:
+            pieces.append(chunk.take(pa.array([row - start for row in ascending[low:high]], pa.int64())))
+        start = end
+    # The i-th smallest row stands at by_row[i] of `rows`: the inverse permutation puts each back there.
+    return pa.concat_arrays(pieces).take(pc.sort_indices(by_row))
 
 
 def _blocks(groups: list[tuple[int, int]]) -> Iterator[list[tuple[int, int]]]:
