@@ -149,11 +149,7 @@ class _Turn:
             io=run.io,
             stop=lambda: run.stop.is_set() or self.count >= run.versions_per_turn,
         )
-        if (
-            run.after_pass is not None
-            and _last_mirrored(synced) == _target(table, synced)
-            and not run.stop.is_set()
-        ):
+        if run.after_pass is not None and _reached(table, synced) and not run.stop.is_set():
             run.after_pass(table, run.iceberg())  # its errors are the pass's
         return synced
 
@@ -339,8 +335,7 @@ def _settle(run: _Run, turn: _Turn, future: Future[SyncResult]) -> None:
     if err is None:
         synced = future.result()
         last, target = _last_mirrored(synced), _target(table, synced)
-        reached = last == target
-        if not reached and (run.stop.is_set() or turn.count >= run.versions_per_turn):
+        if not _reached(table, synced) and (run.stop.is_set() or turn.count >= run.versions_per_turn):
             # Ended between two versions: stopped (the mirror is where the pass ended), or its turn is up,
             # not its backlog (queued again by its oldest commit not yet mirrored).
             state.mirrored_version = last
@@ -370,6 +365,12 @@ def _target(table: FleetTable, synced: SyncResult) -> int:
     """The version a pass of `table` is done at: Delta's latest, or the run's `until_version`."""
     latest = synced.latest_delta_version
     return latest if table.until_version is None else min(table.until_version, latest)
+
+
+def _reached(table: FleetTable, synced: SyncResult) -> bool:
+    """Whether the pass left the mirror at its target or past it (an `until_version` below the mirror's)."""
+    last = _last_mirrored(synced)
+    return last is not None and last >= _target(table, synced)
 
 
 def _failed(run: _Run, state: TableState, err: BaseException) -> None:
