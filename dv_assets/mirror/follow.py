@@ -120,7 +120,8 @@ def retrying_transient(
     sleep: Callable[[float], None] = time.sleep,
 ) -> _Result:
     """`attempt()`, tried again after a backoff while it fails with a transient error, ONCE_ATTEMPTS times
-    in all: a run-once sync's policy (the fleet's `_settle` applies the same one to its passes)."""
+    in all: the policy of a pass, for work outside the fleet's passes (a run-once sync's answer without
+    a JVM, `cli/sync._up_to_date`; `fleet._settle` applies the same policy to the passes)."""
     backoff = backoff or Backoff()
     for _ in range(ONCE_ATTEMPTS - 1):
         try:

@@ -598,3 +598,35 @@ def test_an_index_a_lookup_would_refuse_is_not_left_behind(
     assert len(warnings) == 1 and "within its manifest's bounds" in warnings[0], warnings
     assert list((tmp_path / "index").iterdir()) == []
     assert outcome_with(root, indexes) == no_index_outcome(root)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_rows_taken_chunk_by_chunk_are_the_plain_take(seed: int) -> None:
+    """`_take_rows` (the build's copy into index order, a chunk at a time) against Arrow's own take over the
+    whole array, on generated chunkings: empty chunks, one chunk, rows repeated and in any order."""
+    rnd = random.Random(seed)
+    add_type = pa.struct([("path", pa.string()), ("size", pa.int64())])
+    for _ in range(60):
+        sizes = [rnd.randint(0, 9) for _ in range(rnd.randint(1, 7))]
+        rows = [{"path": f"part-{i}.parquet", "size": i} for i in range(sum(sizes))]
+        starts = [sum(sizes[:k]) for k in range(len(sizes))]
+        chunks = [pa.array(rows[s : s + n], add_type) for s, n in zip(starts, sizes, strict=True)]
+        adds = pa.chunked_array(chunks, add_type)
+        wanted = [rnd.randrange(len(rows)) for _ in range(rnd.randint(0, 2 * len(rows)))] if rows else []
+        taken = checkpoint_index._take_rows(adds, pa.array(wanted, pa.int64()))
+        assert taken.to_pylist() == adds.combine_chunks().take(pa.array(wanted, pa.int64())).to_pylist()
+
+
+def test_regrouped_adds_keep_every_add_in_order(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The build's regrouping of the checkpoint's batches: every add once, in order, in chunks of about
+    REGROUP_ROWS, the batches' list emptied (each batch freed once copied)."""
+    monkeypatch.setattr(checkpoint_index, "REGROUP_ROWS", 10)
+    add_type = pa.struct([("path", pa.string())])
+    batches = [
+        pa.array([{"path": f"{b}-{i}"} for i in range(n)], add_type) for b, n in enumerate([4, 0, 7, 3, 9, 1])
+    ]
+    expected = pa.chunked_array(batches, add_type).combine_chunks().to_pylist()
+    regrouped = checkpoint_index._regrouped(batches)
+    assert batches == []
+    assert regrouped.combine_chunks().to_pylist() == expected
+    assert [len(c) for c in regrouped.chunks] == [4 + 0 + 7, 3 + 9, 1]  # cut once a chunk reaches 10
